@@ -1,0 +1,103 @@
+//! Lookups of random PCs in a large section (5,000 functions), unwindlab's
+//! reader against `simple-frame-rs` on the same bytes, V2 and V3.
+//! `make bench-sframe` runs this and writes the ratio to BENCHMARKS.md.
+
+use criterion::{black_box, criterion_group, criterion_main, Criterion};
+use kmodel::sframe::write::{encode, RawFunction, RawRow, RawSection, Word};
+use kmodel::sframe::{Abi, Section, Version};
+
+/// A deterministic generator (no unseeded randomness in benchmarks either).
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+const BASE: u64 = 0x60_0000;
+const FUNCTIONS: usize = 5000;
+
+/// x86-64-shaped functions: push/mov prologue rows, a body, an epilogue.
+fn large_section(version: Version) -> (Vec<u8>, Vec<u64>) {
+    let mut rng = Lcg(0x5f3a_9e1d);
+    let mut start = 0x40_1000u64;
+    let mut functions = Vec::with_capacity(FUNCTIONS);
+    for _ in 0..FUNCTIONS {
+        let size = 16 + rng.below(2000) as u32;
+        let mut rows = vec![RawRow { start: 0, cfa_base_sp: true, ra_mangled: false, words: vec![Word::Signed(8)] }];
+        let extra = rng.below(12) as u32;
+        for k in 1..=extra {
+            let at = k * size / (extra + 1);
+            let cfa = 8 * (1 + rng.below(40) as i32);
+            rows.push(RawRow {
+                start: at,
+                cfa_base_sp: rng.below(3) != 0,
+                ra_mangled: false,
+                words: vec![Word::Signed(cfa), Word::Signed(-16)],
+            });
+        }
+        functions.push(RawFunction {
+            start,
+            size,
+            mask: false,
+            rep_size: 0,
+            pauth_key_b: false,
+            signal: false,
+            flex: false,
+            rows,
+        });
+        start += u64::from(size) + rng.below(16);
+    }
+    let end = start;
+    let table =
+        RawSection { version, abi: Abi::Amd64, flags: 0x5, cfa_fixed_fp_offset: 0, cfa_fixed_ra_offset: -8, functions };
+    let bytes = encode(&table, BASE).expect("encodable");
+    let pcs = (0..4096).map(|_| 0x40_1000 + rng.below(end - 0x40_1000)).collect();
+    (bytes, pcs)
+}
+
+fn ours(section: &Section<&[u8]>, pcs: &[u64]) -> i64 {
+    let mut acc = 0i64;
+    for &pc in pcs {
+        if let Ok(Some(found)) = section.lookup(pc) {
+            if let kmodel::sframe::RowRule::Frame(f) = found.rule {
+                acc += i64::from(f.cfa.offset);
+            }
+        }
+    }
+    acc
+}
+
+fn theirs(section: &simple_frame_rs::SFrameSection<'_>, pcs: &[u64]) -> i64 {
+    let mut acc = 0i64;
+    for &pc in pcs {
+        if let Ok(Some(fde)) = section.find_fde(pc) {
+            if let Ok(Some(fre)) = fde.find_fre(section, pc) {
+                acc += i64::from(fre.get_cfa_offset(section).ok().flatten().unwrap_or(0));
+            }
+        }
+    }
+    acc
+}
+
+fn bench(c: &mut Criterion) {
+    for version in [Version::V2, Version::V3] {
+        let (bytes, pcs) = large_section(version);
+        let section = Section::parse(bytes.as_slice(), BASE).unwrap();
+        let other = simple_frame_rs::SFrameSection::from(&bytes, BASE).unwrap();
+        assert_eq!(ours(&section, &pcs), theirs(&other, &pcs), "both readers must agree before racing");
+        let mut group = c.benchmark_group(format!("sframe_lookup_{version:?}"));
+        group.bench_function("unwindlab", |b| b.iter(|| ours(black_box(&section), black_box(&pcs))));
+        group.bench_function("simple-frame-rs", |b| b.iter(|| theirs(black_box(&other), black_box(&pcs))));
+        group.finish();
+    }
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

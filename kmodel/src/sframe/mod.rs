@@ -1,0 +1,204 @@
+//! An exact SFrame (`.sframe`) reader for V1, V2 and V3, all four ABIs and
+//! both byte orders, safe on hostile bytes.
+//!
+//! Data flows one way: [`Section::parse`] checks the header and layout,
+//! [`Section::fde`] decodes one function descriptor, [`Section::fres`]
+//! iterates its rows, [`rule::interpret`] turns a row into recovery rules,
+//! and [`Section::lookup`] does PC → FDE → FRE → rule. All reads go through
+//! [`ByteSource`], so the same code runs over a slice or over emulated user
+//! memory that may fault.
+
+pub mod dump;
+mod error;
+pub mod fde;
+pub mod fre;
+pub mod header;
+pub mod rule;
+pub mod source;
+pub mod validate;
+pub mod write;
+
+pub use error::Error;
+pub use fde::{Fde, FdeKind, FreType, PcType};
+pub use fre::Fre;
+pub use header::{Abi, Header, Layout, Version};
+pub use rule::{Base, CfaRule, FrameRule, Recovery, RowRule};
+pub use source::{ByteSource, Endian, Fault};
+
+use source::Reader;
+
+/// V1 has no repetition size: ld 2.40's only PC-type MASK FDEs are the
+/// x86-64 pltN entries, 16 bytes each, so V1 MASK lookups on AMD64 use it.
+/// (libsframe 2.40 treats V1 MASK like INC, which mis-describes every PLT
+/// entry after the first.)
+pub const V1_AMD64_PLT_ENTRY_SIZE: u8 = 16;
+
+/// One `.sframe` section at a known load address, read through `S`.
+#[derive(Debug, Clone)]
+pub struct Section<S> {
+    src: S,
+    base: u64,
+    header: Header,
+    layout: Layout,
+}
+
+/// The answer to "how do I unwind from this PC?".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Lookup {
+    /// The function's descriptor.
+    pub fde: Fde,
+    /// Index of the matching row within the FDE.
+    pub fre_index: u32,
+    /// The matching row's start offset.
+    pub fre_start: u32,
+    /// The rule as encoded (fixed offsets and padding shown as such).
+    pub encoded: RowRule,
+    /// The rule with fixed offsets and padding resolved: what a walker evaluates.
+    pub rule: RowRule,
+}
+
+impl<S: ByteSource> Section<S> {
+    /// Reads the header of a section whose first byte is at address `base`
+    /// and checks that its sub-sections fit. O(1): nothing is iterated.
+    pub fn parse(src: S, base: u64) -> Result<Self, Error> {
+        let header = Header::parse(&src)?;
+        let layout = Layout::of(&header, src.size())?;
+        Ok(Section { src, base, header, layout })
+    }
+
+    /// The decoded header.
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// Where the sub-sections lie.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// Address of the section's first byte.
+    pub fn base(&self) -> u64 {
+        self.base
+    }
+
+    /// The byte source.
+    pub fn source(&self) -> &S {
+        &self.src
+    }
+
+    fn reader(&self) -> Reader<'_, S> {
+        Reader { src: &self.src, endian: self.header.endian }
+    }
+
+    /// Decodes FDE `index`.
+    pub fn fde(&self, index: u32) -> Result<Fde, Error> {
+        if index >= self.header.num_fdes {
+            return Err(Error::NoSuchFde { index, count: self.header.num_fdes });
+        }
+        fde::read(&self.reader(), &self.header, &self.layout, self.base, index)
+    }
+
+    /// All FDEs in array order.
+    pub fn fdes(&self) -> impl Iterator<Item = Result<Fde, Error>> + '_ {
+        (0..self.header.num_fdes).map(move |i| self.fde(i))
+    }
+
+    /// The rows of `fde`, in encoded order.
+    pub fn fres(&self, fde: &Fde) -> fre::FreIter<'_, S> {
+        fre::FreIter {
+            reader: self.reader(),
+            fde: *fde,
+            layout: self.layout,
+            pos: fde.fres_at,
+            next_index: 0,
+            failed: false,
+        }
+    }
+
+    /// Absolute start address of FDE `index` (reads only its start field).
+    pub fn fde_start(&self, index: u32) -> Result<u64, Error> {
+        if index >= self.header.num_fdes {
+            return Err(Error::NoSuchFde { index, count: self.header.num_fdes });
+        }
+        Ok(fde::read_start(&self.reader(), &self.header, &self.layout, self.base, index)?.0)
+    }
+
+    /// The FDE whose function contains `pc`: a binary search in sorted
+    /// sections (§6 step 2), a linear scan otherwise (unlinked objects).
+    pub fn find_fde(&self, pc: u64) -> Result<Option<Fde>, Error> {
+        let count = self.header.num_fdes;
+        if count == 0 {
+            return Ok(None);
+        }
+        if !self.header.is_sorted() {
+            for index in 0..count {
+                let fde = self.fde(index)?;
+                if fde.contains(pc) {
+                    return Ok(Some(fde));
+                }
+            }
+            return Ok(None);
+        }
+        // Last FDE with start <= pc.
+        let (mut lo, mut hi) = (0u32, count);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.fde_start(mid)? <= pc {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        if lo == 0 {
+            return Ok(None);
+        }
+        let fde = self.fde(lo - 1)?;
+        Ok(fde.contains(pc).then_some(fde))
+    }
+
+    /// The row of `fde` that covers `pc` (§6 step 3), or `None` when the
+    /// first row starts after it. Rows must start strictly increasing.
+    pub fn find_fre(&self, fde: &Fde, pc: u64) -> Result<Option<Fre>, Error> {
+        if !fde.contains(pc) {
+            return Ok(None);
+        }
+        let mut offset = pc.wrapping_sub(fde.start);
+        if fde.pc_type == PcType::Mask {
+            let rep = match (self.header.version, self.header.abi) {
+                (Version::V1, Abi::Amd64) => V1_AMD64_PLT_ENTRY_SIZE,
+                (Version::V1, _) => 0,
+                _ if fde.rep_size == 0 => return Err(Error::MaskWithoutRepSize { fde: fde.index }),
+                _ => fde.rep_size,
+            };
+            if rep != 0 {
+                offset %= u64::from(rep);
+            }
+        }
+        let mut found = None;
+        let mut prev: Option<u32> = None;
+        for fre in self.fres(fde) {
+            let fre = fre?;
+            if let Some(prev) = prev.filter(|&p| fre.start <= p) {
+                return Err(Error::FreNotIncreasing { fde: fde.index, fre: fre.index, start: fre.start, prev });
+            }
+            prev = Some(fre.start);
+            if u64::from(fre.start) > offset {
+                break;
+            }
+            found = Some(fre);
+        }
+        Ok(found)
+    }
+
+    /// PC → FDE → FRE → rule, or `None` if no row covers `pc`.
+    pub fn lookup(&self, pc: u64) -> Result<Option<Lookup>, Error> {
+        let Some(fde) = self.find_fde(pc)? else { return Ok(None) };
+        let Some(fre) = self.find_fre(&fde, pc)? else { return Ok(None) };
+        let encoded = rule::interpret(&self.header, &fde, &fre)?.rule;
+        let rule = match encoded {
+            RowRule::Frame(frame) => RowRule::Frame(frame.resolved(&self.header)),
+            RowRule::Outermost => RowRule::Outermost,
+        };
+        Ok(Some(Lookup { fde, fre_index: fre.index, fre_start: fre.start, encoded, rule }))
+    }
+}

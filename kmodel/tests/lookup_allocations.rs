@@ -1,0 +1,70 @@
+//! A lookup allocates nothing: the kernel model calls it from contexts where
+//! allocation is not allowed, and it must be cheap enough for every sample.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use kmodel::sframe::write::{encode, RawFunction, RawRow, RawSection, Word};
+use kmodel::sframe::{Abi, Section, Version};
+
+struct Counting;
+
+static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::SeqCst);
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+#[test]
+fn lookup_does_not_allocate() {
+    for version in [Version::V1, Version::V2, Version::V3] {
+        let functions = (0..200u64)
+            .map(|i| RawFunction {
+                start: 0x1000 + i * 64,
+                size: 60,
+                mask: false,
+                rep_size: 0,
+                pauth_key_b: false,
+                signal: false,
+                flex: false,
+                rows: vec![
+                    RawRow { start: 0, cfa_base_sp: true, ra_mangled: false, words: vec![Word::Signed(8)] },
+                    RawRow {
+                        start: 4,
+                        cfa_base_sp: false,
+                        ra_mangled: false,
+                        words: vec![Word::Signed(16), Word::Signed(-16)],
+                    },
+                ],
+            })
+            .collect();
+        let table = RawSection {
+            version,
+            abi: Abi::Amd64,
+            flags: 0x1,
+            cfa_fixed_fp_offset: 0,
+            cfa_fixed_ra_offset: -8,
+            functions,
+        };
+        let bytes = encode(&table, 0).unwrap();
+        let section = Section::parse(bytes.as_slice(), 0).unwrap();
+        let before = ALLOCATIONS.load(Ordering::SeqCst);
+        let mut found = 0;
+        for pc in 0xf00..0x1000 + 200 * 64 {
+            found += usize::from(section.lookup(pc).unwrap().is_some());
+        }
+        let after = ALLOCATIONS.load(Ordering::SeqCst);
+        assert_eq!(found, 200 * 60);
+        assert_eq!(after - before, 0, "{version:?}: lookups allocated");
+    }
+}
