@@ -21,6 +21,9 @@ pub struct SframeInput {
     pub bfd_target: Option<String>,
     /// False when the file is an ELF file without a `.sframe` section.
     pub found: bool,
+    /// Addresses covered by executable `PT_LOAD` segments (linked ELF files):
+    /// where every function the section describes must lie.
+    pub text: Option<(u64, u64)>,
 }
 
 /// Errors naming what is wrong with an input file.
@@ -66,7 +69,7 @@ pub fn bfd_target(elf: &Elf<'_>) -> String {
 pub fn load(path: &str, raw_base: u64) -> Result<SframeInput, InputError> {
     let data = std::fs::read(path).map_err(|source| InputError::Io { path: path.into(), source })?;
     if !data.starts_with(b"\x7fELF") {
-        return Ok(SframeInput { bytes: data, base: raw_base, bfd_target: None, found: true });
+        return Ok(SframeInput { bytes: data, base: raw_base, bfd_target: None, found: true, text: None });
     }
     let elf = Elf::parse(&data).map_err(|e| InputError::BadElf { path: path.into(), reason: e.to_string() })?;
     let target = bfd_target(&elf);
@@ -75,7 +78,7 @@ pub fn load(path: &str, raw_base: u64) -> Result<SframeInput, InputError> {
         .iter()
         .find(|sh| elf.shdr_strtab.get_at(sh.sh_name) == Some(".sframe") || sh.sh_type == SHT_GNU_SFRAME);
     let Some(sh) = section else {
-        return Ok(SframeInput { bytes: Vec::new(), base: 0, bfd_target: Some(target), found: false });
+        return Ok(SframeInput { bytes: Vec::new(), base: 0, bfd_target: Some(target), found: false, text: None });
     };
     if sh.sh_type == goblin::elf::section_header::SHT_NOBITS {
         return Err(InputError::BadElf { path: path.into(), reason: ".sframe has no file contents (NOBITS)".into() });
@@ -94,7 +97,13 @@ pub fn load(path: &str, raw_base: u64) -> Result<SframeInput, InputError> {
                 data.len()
             ),
         })?;
-    Ok(SframeInput { bytes: data[range].to_vec(), base: sh.sh_addr, bfd_target: Some(target), found: true })
+    Ok(SframeInput {
+        bytes: data[range].to_vec(),
+        base: sh.sh_addr,
+        bfd_target: Some(target),
+        found: true,
+        text: text_range(&elf),
+    })
 }
 
 /// The BFD name for raw bytes: from the section's ABI byte when readable.
@@ -103,4 +112,14 @@ pub fn raw_bfd_target(bytes: &[u8]) -> String {
         .get(4)
         .and_then(|&b| Abi::from_byte(b).ok())
         .map_or_else(|| "binary".to_string(), |abi| abi.bfd_name().to_string())
+}
+
+/// The span of the executable `PT_LOAD` segments, if there are any.
+fn text_range(elf: &Elf<'_>) -> Option<(u64, u64)> {
+    use goblin::elf::program_header::{PF_X, PT_LOAD};
+    elf.program_headers
+        .iter()
+        .filter(|ph| ph.p_type == PT_LOAD && ph.p_flags & PF_X != 0)
+        .map(|ph| (ph.p_vaddr, ph.p_vaddr.saturating_add(ph.p_memsz)))
+        .reduce(|(a, b), (c, d)| (a.min(c), b.max(d)))
 }

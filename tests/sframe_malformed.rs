@@ -132,27 +132,16 @@ fn absurd_fde_counts_stop_at_the_end_of_the_fre_subsection() {
 /// 20,000 FDEs × 1,000 rows would be 20 million row decodes.
 #[test]
 fn shared_fre_blocks_do_not_multiply_work() {
-    use kmodel::sframe::write::{encode, RawFunction, RawRow, RawSection, Word};
+    use kmodel::sframe::write::{encode, RawFunction, RawRow, RawSection};
     use kmodel::sframe::{Abi, Version};
-    let rows: Vec<RawRow> = (0..1000)
-        .map(|i| RawRow { start: i, cfa_base_sp: true, ra_mangled: false, words: vec![Word::Signed(8)] })
-        .collect();
+    let rows: Vec<RawRow> = (0..1000).map(|i| RawRow::new(i, true, &[8])).collect();
     let mut table = RawSection {
         version: Version::V2,
         abi: Abi::Amd64,
         flags: 0x1,
         cfa_fixed_fp_offset: 0,
         cfa_fixed_ra_offset: -8,
-        functions: vec![RawFunction {
-            start: 0x1000,
-            size: 2000,
-            mask: false,
-            rep_size: 0,
-            pauth_key_b: false,
-            signal: false,
-            flex: false,
-            rows,
-        }],
+        functions: vec![RawFunction::new(0x1000, 2000, rows)],
     };
     let one = encode(&table, 0).unwrap();
     // Duplicate the single FDE 20,000 times in front of the same FRE block.

@@ -3,7 +3,7 @@
 //! `make bench-sframe` runs this and writes the ratio to BENCHMARKS.md.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
-use kmodel::sframe::write::{encode, RawFunction, RawRow, RawSection, Word};
+use kmodel::sframe::write::{encode, RawFunction, RawRow, RawSection};
 use kmodel::sframe::{Abi, Section, Version};
 
 /// A deterministic generator (no unseeded randomness in benchmarks either).
@@ -30,28 +30,14 @@ fn large_section(version: Version) -> (Vec<u8>, Vec<u64>) {
     let mut functions = Vec::with_capacity(FUNCTIONS);
     for _ in 0..FUNCTIONS {
         let size = 16 + rng.below(2000) as u32;
-        let mut rows = vec![RawRow { start: 0, cfa_base_sp: true, ra_mangled: false, words: vec![Word::Signed(8)] }];
+        let mut rows = vec![RawRow::new(0, true, &[8])];
         let extra = rng.below(12) as u32;
         for k in 1..=extra {
             let at = k * size / (extra + 1);
             let cfa = 8 * (1 + rng.below(40) as i32);
-            rows.push(RawRow {
-                start: at,
-                cfa_base_sp: rng.below(3) != 0,
-                ra_mangled: false,
-                words: vec![Word::Signed(cfa), Word::Signed(-16)],
-            });
+            rows.push(RawRow::new(at, rng.below(3) != 0, &[cfa, -16]));
         }
-        functions.push(RawFunction {
-            start,
-            size,
-            mask: false,
-            rep_size: 0,
-            pauth_key_b: false,
-            signal: false,
-            flex: false,
-            rows,
-        });
+        functions.push(RawFunction::new(start, size, rows));
         start += u64::from(size) + rng.below(16);
     }
     let end = start;

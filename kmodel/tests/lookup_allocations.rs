@@ -4,7 +4,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use kmodel::sframe::write::{encode, RawFunction, RawRow, RawSection, Word};
+use kmodel::sframe::write::{encode, RawFunction, RawRow, RawSection};
 use kmodel::sframe::{Abi, Section, Version};
 
 struct Counting;
@@ -29,23 +29,12 @@ static GLOBAL: Counting = Counting;
 fn lookup_does_not_allocate() {
     for version in [Version::V1, Version::V2, Version::V3] {
         let functions = (0..200u64)
-            .map(|i| RawFunction {
-                start: 0x1000 + i * 64,
-                size: 60,
-                mask: false,
-                rep_size: 0,
-                pauth_key_b: false,
-                signal: false,
-                flex: false,
-                rows: vec![
-                    RawRow { start: 0, cfa_base_sp: true, ra_mangled: false, words: vec![Word::Signed(8)] },
-                    RawRow {
-                        start: 4,
-                        cfa_base_sp: false,
-                        ra_mangled: false,
-                        words: vec![Word::Signed(16), Word::Signed(-16)],
-                    },
-                ],
+            .map(|i| {
+                RawFunction::new(
+                    0x1000 + i * 64,
+                    60,
+                    vec![RawRow::new(0, true, &[8]), RawRow::new(4, false, &[16, -16])],
+                )
             })
             .collect();
         let table = RawSection {

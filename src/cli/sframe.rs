@@ -60,6 +60,8 @@ impl InputArgs {
     fn load(&self) -> Result<SframeInput, String> {
         let mut input = elf::load(&self.file, self.base.unwrap_or(0)).map_err(|e| e.to_string())?;
         if let Some(base) = self.base {
+            // The ELF's own text range no longer applies at another address.
+            input.text = input.text.filter(|_| base == input.base);
             input.base = base;
         }
         Ok(input)
@@ -179,7 +181,7 @@ fn run_check(args: &InputArgs, kernel: bool, json: bool) -> i32 {
         return fail(&args.file, "no .sframe section");
     }
     let profile = if kernel { Profile::Kernel } else { Profile::Lab };
-    let options = validate::Options { profile, text: None };
+    let options = validate::Options { profile, text: input.text };
     let report = validate::check(input.bytes.as_slice(), input.base, &options);
     if json {
         let problems: Vec<String> = report.problems.iter().map(|p| p.to_string()).collect();

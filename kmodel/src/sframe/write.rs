@@ -47,6 +47,13 @@ pub struct RawRow {
     pub words: Vec<Word>,
 }
 
+impl RawRow {
+    /// A row of signed words (the default-FDE form), RA not mangled.
+    pub fn new(start: u32, cfa_base_sp: bool, words: &[i32]) -> Self {
+        RawRow { start, cfa_base_sp, ra_mangled: false, words: words.iter().map(|&w| Word::Signed(w)).collect() }
+    }
+}
+
 /// A function to encode.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RawFunction {
@@ -66,6 +73,13 @@ pub struct RawFunction {
     pub flex: bool,
     /// Rows, in increasing start order.
     pub rows: Vec<RawRow>,
+}
+
+impl RawFunction {
+    /// A plain function: PC type INC, default FDE, no PAC key, no signal frame.
+    pub fn new(start: u64, size: u32, rows: Vec<RawRow>) -> Self {
+        RawFunction { start, size, mask: false, rep_size: 0, pauth_key_b: false, signal: false, flex: false, rows }
+    }
 }
 
 /// A whole section to encode.
