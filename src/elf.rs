@@ -123,3 +123,77 @@ fn text_range(elf: &Elf<'_>) -> Option<(u64, u64)> {
         .map(|ph| (ph.p_vaddr, ph.p_vaddr.saturating_add(ph.p_memsz)))
         .reduce(|(a, b), (c, d)| (a.min(c), b.max(d)))
 }
+
+/// What the SFrame generator needs from an ELF file.
+#[derive(Debug, Clone)]
+pub struct CfiInput {
+    /// The file's bytes (for injection).
+    pub data: Vec<u8>,
+    /// Its SFrame ABI.
+    pub abi: Abi,
+    /// Which CFI section was found.
+    pub kind: kmodel::sframe::generate::CfiKind,
+    /// That section's bytes.
+    pub cfi: Vec<u8>,
+    /// Its address.
+    pub cfi_address: u64,
+    /// Bytes in executable sections (for coverage).
+    pub text_bytes: u64,
+    /// Function symbols: (address, size, name), sorted by address.
+    pub symbols: Vec<(u64, u64, String)>,
+}
+
+/// Reads `path` for SFrame generation: `.eh_frame`, else `.debug_frame`.
+pub fn load_cfi(path: &str) -> Result<CfiInput, InputError> {
+    use goblin::elf::header::{EM_AARCH64, EM_S390, EM_X86_64};
+    use kmodel::sframe::generate::CfiKind;
+    let data = std::fs::read(path).map_err(|source| InputError::Io { path: path.into(), source })?;
+    let bad = |reason: String| InputError::BadElf { path: path.into(), reason };
+    let elf = Elf::parse(&data).map_err(|e| bad(e.to_string()))?;
+    let abi = match (elf.header.e_machine, elf.is_64, elf.little_endian) {
+        (EM_X86_64, true, true) => Abi::Amd64,
+        (EM_AARCH64, true, true) => Abi::Aarch64Little,
+        (EM_AARCH64, true, false) => Abi::Aarch64Big,
+        (EM_S390, true, false) => Abi::S390x,
+        (machine, is_64, _) => {
+            return Err(bad(format!(
+                "SFrame has no ABI for this machine (e_machine {machine}, {}-bit)",
+                if is_64 { 64 } else { 32 }
+            )))
+        }
+    };
+    let section = |name: &str| {
+        elf.section_headers.iter().find(|sh| elf.shdr_strtab.get_at(sh.sh_name) == Some(name) && sh.sh_size > 0)
+    };
+    let (kind, sh) = match (section(".eh_frame"), section(".debug_frame")) {
+        (Some(sh), _) => (CfiKind::EhFrame, sh),
+        (None, Some(sh)) => (CfiKind::DebugFrame, sh),
+        (None, None) => return Err(bad("no .eh_frame or .debug_frame section: no CFI to generate SFrame from".into())),
+    };
+    let range = (sh.sh_offset as usize)..(sh.sh_offset as usize).saturating_add(sh.sh_size as usize);
+    let cfi = data.get(range).ok_or_else(|| bad("CFI section lies outside the file".into()))?.to_vec();
+    let text_bytes = elf
+        .section_headers
+        .iter()
+        .filter(|sh| sh.sh_flags & u64::from(goblin::elf::section_header::SHF_EXECINSTR) != 0)
+        .map(|sh| sh.sh_size)
+        .sum();
+    let mut symbols: Vec<(u64, u64, String)> = elf
+        .syms
+        .iter()
+        .filter(|s| s.st_type() == goblin::elf::sym::STT_FUNC && s.st_value != 0)
+        .filter_map(|s| Some((s.st_value, s.st_size, elf.strtab.get_at(s.st_name)?.to_string())))
+        .collect();
+    symbols.sort();
+    symbols.dedup_by_key(|s| s.0);
+    Ok(CfiInput { abi, kind, cfi_address: sh.sh_addr, cfi, text_bytes, symbols, data })
+}
+
+impl CfiInput {
+    /// The name of the function containing `address`, if a symbol says.
+    pub fn function_name(&self, address: u64) -> Option<&str> {
+        let i = self.symbols.partition_point(|s| s.0 <= address).checked_sub(1)?;
+        let (start, size, name) = &self.symbols[i];
+        (address < start + (*size).max(1)).then_some(name.as_str())
+    }
+}

@@ -8,20 +8,6 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn have(tool: &str) -> bool {
-    Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success())
-}
-
-fn tools_or_skip(tools: &[&str]) -> bool {
-    let missing: Vec<&str> = tools.iter().copied().filter(|t| !have(t)).collect();
-    if missing.is_empty() {
-        return true;
-    }
-    assert!(std::env::var_os("CI").is_none(), "CI must have {missing:?} (make setup installs them)");
-    eprintln!("skipping: {missing:?} not installed (run `make setup`)");
-    false
-}
-
 fn run(cmd: &mut Command) -> String {
     let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
     assert!(out.status.success(), "{cmd:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
@@ -60,7 +46,7 @@ fn compare(gcc: &str, objdump: &str, dir: &Path, variants: &[(&str, &[&str])]) -
 
 #[test]
 fn x86_64_gcc_output_dumps_like_objdump() {
-    if !tools_or_skip(&["gcc", "objdump"]) {
+    if !common::tools_or_skip(&["gcc", "objdump"]) {
         return;
     }
     let dir = scratch("sframe-x86_64");
@@ -79,7 +65,7 @@ fn x86_64_gcc_output_dumps_like_objdump() {
 
 #[test]
 fn aarch64_gcc_output_dumps_like_objdump() {
-    if !tools_or_skip(&["aarch64-linux-gnu-gcc", "aarch64-linux-gnu-objdump"]) {
+    if !common::tools_or_skip(&["aarch64-linux-gnu-gcc", "aarch64-linux-gnu-objdump"]) {
         return;
     }
     let dir = scratch("sframe-aarch64");

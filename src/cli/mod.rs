@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 
 mod sframe;
+mod sframe_gen;
 
 /// unwindlab: a deterministic laboratory for deferred user-space unwinding.
 #[derive(Debug, Parser)]

@@ -33,6 +33,8 @@ pub(crate) enum SframeCommand {
         #[arg(required = true, value_parser = parse_addr)]
         pcs: Vec<u64>,
     },
+    /// Generate SFrame from an ELF file's DWARF CFI (raw section or injected).
+    Gen(super::sframe_gen::GenArgs),
     /// Validate a section; exit status 0 if valid, 1 if not.
     Check {
         #[command(flatten)]
@@ -73,6 +75,7 @@ pub(crate) fn run(cmd: SframeCommand) -> i32 {
         SframeCommand::Dump { input, json, objdump } => run_dump(&input, json, objdump.as_deref()),
         SframeCommand::Lookup { input, json, pcs } => run_lookup(&input, json, &pcs),
         SframeCommand::Check { input, kernel, json } => run_check(&input, kernel, json),
+        SframeCommand::Gen(args) => super::sframe_gen::run(&args),
     }
 }
 

@@ -89,3 +89,20 @@ pub fn banner(objdump: &str) -> (String, String) {
     let (file, target) = line.split_once(":     file format ").unwrap();
     (file.to_string(), target.to_string())
 }
+
+/// True if `tool --version` runs.
+pub fn have(tool: &str) -> bool {
+    std::process::Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success())
+}
+
+/// True if every tool is installed. Otherwise the test says so and passes,
+/// except under CI (`CI` set), where a missing tool is a failure.
+pub fn tools_or_skip(tools: &[&str]) -> bool {
+    let missing: Vec<&str> = tools.iter().copied().filter(|t| !have(t)).collect();
+    if missing.is_empty() {
+        return true;
+    }
+    assert!(std::env::var_os("CI").is_none(), "CI must have {missing:?} (`make` installs them)");
+    eprintln!("skipping: {missing:?} not installed (run `make`)");
+    false
+}

@@ -121,6 +121,16 @@ impl Abi {
         }
     }
 
+    /// DWARF number of the register holding the return address on entry
+    /// (x86-64: the RA column 16, it lives on the stack).
+    pub fn ra_dwarf(self) -> u32 {
+        match self {
+            Abi::Amd64 => 16,
+            Abi::Aarch64Big | Abi::Aarch64Little => 30,
+            Abi::S390x => 14,
+        }
+    }
+
     /// The assembler's name of DWARF register `reg`.
     pub fn register_name(self, reg: u32) -> String {
         const AMD64: [&str; 17] = [

@@ -12,6 +12,7 @@ pub mod dump;
 mod error;
 pub mod fde;
 pub mod fre;
+pub mod generate;
 pub mod header;
 pub mod rule;
 pub mod source;

@@ -2,8 +2,12 @@
 //! any version, byte order and ABI. Choices follow gas: the narrowest FRE
 //! start-address type for the function and the narrowest word size per row.
 
+use super::fde::{FdeKind, PcType};
 use super::header::{Abi, Version, F_FDE_FUNC_START_PCREL, HEADER_SIZE, MAGIC};
+use super::rule::{Base, Recovery, RowRule, S390X_CFA_OFFSET_ADJUSTMENT, S390X_CFA_OFFSET_ALIGNMENT_FACTOR};
+use super::source::ByteSource;
 use super::source::Endian;
+use super::{Error, Section};
 
 /// One data word, with the signedness its position gives it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,6 +101,68 @@ pub struct RawSection {
     pub cfa_fixed_ra_offset: i8,
     /// Functions, written in this order.
     pub functions: Vec<RawFunction>,
+}
+
+impl RawSection {
+    /// Reads a section back into a table: the inverse of [`encode`] (FDEs in
+    /// array order, words with the signedness their position gives them).
+    pub fn decode<S: ByteSource>(section: &Section<S>) -> Result<Self, Error> {
+        let h = section.header();
+        let listing = super::dump::listing(section)?;
+        let functions = listing
+            .functions
+            .into_iter()
+            .map(|f| {
+                let fde = f.fde;
+                let rows = f
+                    .rows
+                    .into_iter()
+                    .map(|row| {
+                        let size = 1u8 << ((row.info >> 5) & 3);
+                        // Flex control words: CFA's, RA's, and FP's (one earlier when RA is padding).
+                        let fp_control = if row.words.get(2) == Some(&0) { 3 } else { 4 };
+                        let words = row
+                            .words
+                            .iter()
+                            .enumerate()
+                            .map(|(i, &raw)| {
+                                if fde.kind == FdeKind::Flex && (i == 0 || i == 2 || i == fp_control) {
+                                    Word::Unsigned(raw)
+                                } else {
+                                    let shift = 32 - 8 * u32::from(size);
+                                    Word::Signed(((raw << shift) as i32) >> shift)
+                                }
+                            })
+                            .collect();
+                        RawRow {
+                            start: row.start,
+                            cfa_base_sp: row.info & 1 != 0,
+                            ra_mangled: row.info & 0x80 != 0,
+                            words,
+                        }
+                    })
+                    .collect();
+                RawFunction {
+                    start: fde.start,
+                    size: fde.size,
+                    mask: fde.pc_type == PcType::Mask,
+                    rep_size: fde.rep_size,
+                    pauth_key_b: fde.pauth_key_b,
+                    signal: fde.signal,
+                    flex: fde.kind == FdeKind::Flex,
+                    rows,
+                }
+            })
+            .collect();
+        Ok(RawSection {
+            version: h.version,
+            abi: h.abi,
+            flags: h.flags,
+            cfa_fixed_fp_offset: h.cfa_fixed_fp_offset,
+            cfa_fixed_ra_offset: h.cfa_fixed_ra_offset,
+            functions,
+        })
+    }
 }
 
 /// Why a table cannot be encoded.
@@ -236,4 +302,169 @@ pub fn encode(table: &RawSection, base: u64) -> Result<Vec<u8>, WriteError> {
     debug_assert_eq!(out.bytes.len() as u64, HEADER_SIZE + n * fde_size);
     out.bytes.extend_from_slice(&fres.bytes);
     Ok(out.bytes)
+}
+
+/// The header facts that decide how a rule becomes data words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Encoding {
+    /// Target version (flex rows need V3; register words on s390x need V2).
+    pub version: Version,
+    /// Target ABI.
+    pub abi: Abi,
+    /// Fixed FP offset of the header (0 = none).
+    pub cfa_fixed_fp_offset: i8,
+    /// Fixed RA offset of the header (0 = none).
+    pub cfa_fixed_ra_offset: i8,
+}
+
+impl Encoding {
+    /// What gas writes for `abi`: AMD64 has RA fixed at CFA−8, others none.
+    pub fn gas(version: Version, abi: Abi) -> Self {
+        let ra = if abi == Abi::Amd64 { -8 } else { 0 };
+        Encoding { version, abi, cfa_fixed_fp_offset: 0, cfa_fixed_ra_offset: ra }
+    }
+
+    fn cfa_word(&self, offset: i32) -> Result<i32, &'static str> {
+        if self.abi != Abi::S390x {
+            return Ok(offset);
+        }
+        let rel = offset.checked_sub(-S390X_CFA_OFFSET_ADJUSTMENT).ok_or("CFA offset out of range")?;
+        if rel % S390X_CFA_OFFSET_ALIGNMENT_FACTOR != 0 {
+            return Err("s390x CFA offset is not 160 plus a multiple of 8");
+        }
+        Ok(rel / S390X_CFA_OFFSET_ALIGNMENT_FACTOR)
+    }
+
+    /// A saved register as the header's fixed offset names it, if it does.
+    fn is_fixed(rec: Recovery, fixed: i8) -> bool {
+        fixed != 0
+            && (rec == Recovery::Padding
+                || matches!(rec, Recovery::Fixed(o) | Recovery::Cfa { offset: o, deref: true } if o == i32::from(fixed)))
+    }
+
+    /// Encodes `rule` as a row of a default FDE (§5.1), or says why the
+    /// default interpretation cannot express it.
+    pub fn default_row(&self, start: u32, rule: &RowRule) -> Result<RawRow, &'static str> {
+        let frame = match rule {
+            RowRule::Outermost if self.version == Version::V1 => return Err("V1 cannot mark an outermost frame"),
+            RowRule::Outermost => return Ok(RawRow::new(start, true, &[])),
+            RowRule::Frame(frame) => frame,
+        };
+        let (sp, fp) = self.abi.sp_fp_dwarf();
+        let cfa_base_sp = match frame.cfa.base {
+            _ if frame.cfa.deref => return Err("CFA is loaded from memory"),
+            Base::Sp => true,
+            Base::Fp => false,
+            Base::Reg(r) if r == sp => true,
+            Base::Reg(r) if r == fp => false,
+            Base::Reg(_) => return Err("CFA is based on a register other than SP or FP"),
+        };
+        let mut words = vec![self.cfa_word(frame.cfa.offset)?];
+        let s390x_v2 = self.abi == Abi::S390x && self.version == Version::V2;
+        let slot = |rec: Recovery, what: &'static str| -> Result<Option<i32>, &'static str> {
+            match rec {
+                Recovery::Untracked | Recovery::Padding => Ok(None),
+                Recovery::Cfa { offset, deref: true } | Recovery::Fixed(offset) => {
+                    if self.abi == Abi::S390x && offset & 1 != 0 {
+                        return Err("odd save slot on s390x");
+                    }
+                    Ok(Some(offset))
+                }
+                Recovery::InRegister(r) | Recovery::Reg { reg: r, offset: 0, deref: false } if s390x_v2 => {
+                    i32::try_from(r).ok().and_then(|r| r.checked_mul(2)).map(|w| Some(w | 1)).ok_or(what)
+                }
+                _ => Err(what),
+            }
+        };
+        let ra = if self.cfa_fixed_ra_offset != 0 {
+            if !Self::is_fixed(frame.ra, self.cfa_fixed_ra_offset) {
+                return Err("RA is not at the ABI's fixed offset from the CFA");
+            }
+            None
+        } else {
+            match slot(frame.ra, "RA is neither saved on the stack nor in the link register")? {
+                Some(0) => return Err("RA saved at CFA+0 collides with the padding word"),
+                other => other,
+            }
+        };
+        let fp = if self.cfa_fixed_fp_offset != 0 {
+            if !Self::is_fixed(frame.fp, self.cfa_fixed_fp_offset) {
+                return Err("FP is not at the header's fixed offset from the CFA");
+            }
+            None
+        } else {
+            slot(frame.fp, "FP is neither saved on the stack nor unchanged")?
+        };
+        match (ra, fp) {
+            (ra, None) => words.extend(ra),
+            (Some(ra), Some(fp)) => words.extend([ra, fp]),
+            (None, Some(fp)) if self.cfa_fixed_ra_offset != 0 => words.push(fp),
+            // s390x: RA word 0 is padding, "RA not saved".
+            (None, Some(fp)) if self.abi == Abi::S390x => words.extend([0, fp]),
+            (None, Some(_)) => return Err("FP saved while RA stays in the link register"),
+        }
+        let mut row = RawRow::new(start, cfa_base_sp, &words);
+        row.ra_mangled = frame.ra_mangled;
+        Ok(row)
+    }
+
+    /// Encodes `rule` as a row of a V3 flex FDE (§5.2): (control, offset)
+    /// pairs for CFA, RA, FP, a padding word where RA has no rule but FP has.
+    pub fn flex_row(&self, start: u32, rule: &RowRule) -> Result<RawRow, &'static str> {
+        if self.version != Version::V3 {
+            return Err("flex FDEs need SFrame V3");
+        }
+        let frame = match rule {
+            RowRule::Outermost => return Ok(RawRow::new(start, false, &[])),
+            RowRule::Frame(frame) => frame,
+        };
+        let (sp, fp) = self.abi.sp_fp_dwarf();
+        let reg_of = |base: Base| match base {
+            Base::Sp => sp,
+            Base::Fp => fp,
+            Base::Reg(r) => r,
+        };
+        let control = |reg: Option<u32>, deref: bool| -> Result<u32, &'static str> {
+            let bits = u32::from(deref) << 1;
+            match reg {
+                Some(r) if r <= (u32::MAX >> 3) => Ok(r << 3 | bits | 1),
+                Some(_) => Err("register number too large"),
+                None => Ok(bits),
+            }
+        };
+        let pair = |rec: Recovery, fixed: i8| -> Result<Option<[Word; 2]>, &'static str> {
+            if Self::is_fixed(rec, fixed) {
+                return Ok(None);
+            }
+            let (reg, offset, deref) = match rec {
+                Recovery::Untracked | Recovery::Padding if fixed == 0 => return Ok(None),
+                Recovery::Untracked | Recovery::Padding => return Err("no rule where the ABI fixes one"),
+                Recovery::Fixed(offset) => (None, offset, true),
+                Recovery::Cfa { offset, deref } => (None, offset, deref),
+                Recovery::Reg { reg, offset, deref } => (Some(reg), offset, deref),
+                Recovery::InRegister(reg) => (Some(reg), 0, false),
+            };
+            let ctl = control(reg, deref)?;
+            if ctl == 0 {
+                return Err("CFA+0 without a load is the padding word");
+            }
+            Ok(Some([Word::Unsigned(ctl), Word::Signed(offset)]))
+        };
+        let cfa_ctl = control(Some(reg_of(frame.cfa.base)), frame.cfa.deref)?;
+        let mut words = vec![Word::Unsigned(cfa_ctl), Word::Signed(self.cfa_word(frame.cfa.offset)?)];
+        let ra = pair(frame.ra, self.cfa_fixed_ra_offset)?;
+        let fp = pair(frame.fp, self.cfa_fixed_fp_offset)?;
+        match (ra, fp) {
+            (Some(ra), fp) => {
+                words.extend(ra);
+                words.extend(fp.into_iter().flatten());
+            }
+            (None, Some(fp)) => {
+                words.push(Word::Unsigned(0));
+                words.extend(fp);
+            }
+            (None, None) => {}
+        }
+        Ok(RawRow { start, cfa_base_sp: false, ra_mangled: frame.ra_mangled, words })
+    }
 }
