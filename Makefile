@@ -13,7 +13,7 @@ APT_PACKAGES := build-essential binutils cmake libclang-dev pkg-config \
 	gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu \
 	gcc-s390x-linux-gnu binutils-s390x-linux-gnu qemu-user
 
-.PHONY: all deps build run test lint fuzz bench-sframe clean
+.PHONY: all deps build run test lint fuzz bench-sframe bench-kmodel clean
 
 all: deps build run
 
@@ -43,6 +43,12 @@ fuzz:
 bench-sframe:
 	$(CARGO) bench --locked -p kmodel --bench sframe_lookup
 	@python3 scripts/criterion-ratios.py sframe_lookup_V2 sframe_lookup_V3
+
+# The kernel model's throughput: deferred requests vs the classic baselines,
+# and the stitcher.
+bench-kmodel:
+	$(CARGO) bench --locked -p kmodel --bench deferred_model
+	@python3 scripts/criterion-ratios.py kmodel
 
 clean:
 	$(CARGO) clean

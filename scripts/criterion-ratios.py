@@ -11,7 +11,7 @@ for group in sys.argv[1:]:
         est = os.path.join(gdir, fn, "new", "estimates.json")
         if os.path.exists(est):
             rows.append((fn, json.load(open(est))["mean"]["point_estimate"]))
-    rows.sort(key=lambda r: (r[0] != "unwindlab", r[0]))
+    rows.sort(key=lambda r: (r[0] not in ("unwindlab", "deferred_requests"), r[0]))
     ref = rows[0][1]
     print(f"{group}:")
     for fn, ns in rows:

@@ -1,9 +1,19 @@
-//! unwindlab's kernel model.
-//!
-//! For now this crate holds the SFrame reader ([`sframe`]) that the kernel
-//! model's user unwinder, the validator and the generator all stand on.
+//! unwindlab's kernel model: an executable model of Linux's deferred user
+//! unwinding (`kernel/unwind/deferred.c`), its user unwinders (`user.c`,
+//! the SFrame series' `sframe.c`) and their consumers, driven step by step
+//! by a host (the emulator, or a test), plus the SFrame reader ([`sframe`])
+//! everything stands on.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod arch;
+pub mod deferred;
+pub mod event;
+pub mod interleave;
+pub mod invariants;
+pub mod kernel;
+pub mod memory;
 pub mod sframe;
+pub mod tracer;
+pub mod unwind;

@@ -1,0 +1,174 @@
+//! The three architectures the model unwinds, and what differs between
+//! them: word size and byte order, register roles, frame-pointer layouts.
+
+use crate::sframe::Abi;
+
+/// A user-space architecture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Arch {
+    /// x86-64 (little-endian).
+    X86_64,
+    /// AArch64 (little-endian).
+    Aarch64,
+    /// s390x (big-endian).
+    S390x,
+}
+
+/// How a frame-pointer step finds the caller (`kernel/unwind/user.c`'s
+/// per-arch frame description): CFA = FP + `cfa_off`, RA at CFA + `ra_off`,
+/// saved FP at CFA + `fp_off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FpFrame {
+    /// CFA offset from the frame pointer.
+    pub cfa_off: i64,
+    /// RA slot offset from the CFA.
+    pub ra_off: i64,
+    /// Saved-FP slot offset from the CFA.
+    pub fp_off: i64,
+}
+
+impl Arch {
+    /// All three, in a fixed order.
+    pub const ALL: [Arch; 3] = [Arch::X86_64, Arch::Aarch64, Arch::S390x];
+
+    /// The SFrame ABI of this architecture's user space.
+    pub fn sframe_abi(self) -> Abi {
+        match self {
+            Arch::X86_64 => Abi::Amd64,
+            Arch::Aarch64 => Abi::Aarch64Little,
+            Arch::S390x => Abi::S390x,
+        }
+    }
+
+    /// The architecture an SFrame ABI describes.
+    pub fn from_sframe_abi(abi: Abi) -> Option<Self> {
+        match abi {
+            Abi::Amd64 => Some(Arch::X86_64),
+            Abi::Aarch64Little => Some(Arch::Aarch64),
+            Abi::S390x => Some(Arch::S390x),
+            Abi::Aarch64Big => None,
+        }
+    }
+
+    /// Bytes per stack word (the model covers 64-bit tasks only).
+    pub fn word_size(self) -> u64 {
+        8
+    }
+
+    /// True for big-endian user memory.
+    pub fn big_endian(self) -> bool {
+        self == Arch::S390x
+    }
+
+    /// Decodes a stack word read from user memory.
+    pub fn word(self, bytes: [u8; 8]) -> u64 {
+        if self.big_endian() {
+            u64::from_be_bytes(bytes)
+        } else {
+            u64::from_le_bytes(bytes)
+        }
+    }
+
+    /// The frame-pointer frame layout, or `None` where FP unwinding does not
+    /// exist (s390x has only the back chain, see [`Arch::back_chain`]).
+    ///
+    /// x86-64: `push %rbp; mov %rsp,%rbp` → CFA = FP+16, RA at CFA−8, FP at
+    /// CFA−16. AArch64: the frame record {x29, x30} at FP → CFA = FP+16, RA
+    /// at CFA−8, FP at CFA−16 as well.
+    pub fn fp_frame(self) -> Option<FpFrame> {
+        match self {
+            Arch::X86_64 | Arch::Aarch64 => Some(FpFrame { cfa_off: 16, ra_off: -8, fp_off: -16 }),
+            Arch::S390x => None,
+        }
+    }
+
+    /// s390x `-mbackchain`: the word at SP is the caller's SP, and the
+    /// caller's r14 (RA) sits at caller SP + 112 (the register save area of
+    /// the caller's frame, slot of r14). `None` elsewhere.
+    pub fn back_chain(self) -> Option<i64> {
+        (self == Arch::S390x).then_some(112)
+    }
+
+    /// SFrame: caller's SP = CFA + this (s390x CFA is SP at call + 160).
+    pub fn sp_from_cfa(self) -> i64 {
+        match self {
+            Arch::S390x => -160,
+            _ => 0,
+        }
+    }
+
+    /// True if the return address is in a link register on entry (so the
+    /// topmost frame may keep RA there).
+    pub fn has_link_register(self) -> bool {
+        self != Arch::X86_64
+    }
+
+    /// Removes a pointer-authentication signature from a return address
+    /// that SFrame marks as mangled (AArch64 PAC). The model assumes 48-bit
+    /// user virtual addresses: the signature lives in the bits above, so
+    /// keeping the low 48 bits recovers the address (what the kernel's
+    /// `ptrauth_strip_user_insn_pac()` does for that VA size). No other
+    /// architecture signs return addresses.
+    pub fn strip_pac(self, ra: u64) -> u64 {
+        match self {
+            Arch::Aarch64 => ra & ((1 << 48) - 1),
+            Arch::X86_64 | Arch::S390x => ra,
+        }
+    }
+}
+
+/// The user registers saved at kernel entry: what every unwind starts from.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct UserRegs {
+    /// Architecture.
+    pub arch: Arch,
+    /// Program counter.
+    pub pc: u64,
+    /// General registers by DWARF number (x86-64 0–16, AArch64 0–31 with
+    /// 31 = SP, s390x 0–15); SP, FP and the link register among them.
+    pub gprs: Vec<u64>,
+}
+
+impl UserRegs {
+    /// Registers with every GPR zero but PC, SP and FP (and LR if given).
+    pub fn new(arch: Arch, pc: u64, sp: u64, fp: u64, lr: u64) -> Self {
+        let (sp_n, fp_n) = arch.sframe_abi().sp_fp_dwarf();
+        let mut gprs = vec![0; Self::gpr_count(arch)];
+        gprs[sp_n as usize] = sp;
+        gprs[fp_n as usize] = fp;
+        if arch.has_link_register() {
+            gprs[arch.sframe_abi().ra_dwarf() as usize] = lr;
+        }
+        UserRegs { arch, pc, gprs }
+    }
+
+    /// Number of DWARF-numbered GPRs kept.
+    pub fn gpr_count(arch: Arch) -> usize {
+        match arch {
+            Arch::X86_64 => 17,
+            Arch::Aarch64 => 32,
+            Arch::S390x => 16,
+        }
+    }
+
+    /// A register by DWARF number, if the model keeps it.
+    pub fn dwarf(&self, reg: u32) -> Option<u64> {
+        self.gprs.get(reg as usize).copied()
+    }
+
+    /// Stack pointer.
+    pub fn sp(&self) -> u64 {
+        self.dwarf(self.arch.sframe_abi().sp_fp_dwarf().0).unwrap_or(0)
+    }
+
+    /// Frame pointer (rbp / x29 / r11).
+    pub fn fp(&self) -> u64 {
+        self.dwarf(self.arch.sframe_abi().sp_fp_dwarf().1).unwrap_or(0)
+    }
+
+    /// Link register (x30 / r14), `None` on x86-64.
+    pub fn lr(&self) -> Option<u64> {
+        self.arch.has_link_register().then(|| self.dwarf(self.arch.sframe_abi().ra_dwarf()).unwrap_or(0))
+    }
+}

@@ -1,0 +1,392 @@
+//! `kernel/unwind/deferred.c`: tracer registration, requests and cookies,
+//! the task-work handler, the return-to-user reset, cancel with its SRCU
+//! grace period, and the exit hook — step by step, with the interleaving
+//! points where an NMI on the same task can strike.
+
+use crate::event::EventKind;
+use crate::interleave::Point;
+use crate::kernel::{
+    Cookie, Kernel, StackCopy, Tid, UnwindCache, UnwindWork, WorkId, EINVAL, ESRCH, RESERVED_BITS, UNWIND_PENDING,
+    UNWIND_USED,
+};
+use crate::memory::{Access, MemError, UserMemory};
+use crate::unwind::{unwind_user, Trace};
+
+/// How the task_work was queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Notify {
+    /// `TWA_RESUME`: set TIF_NOTIFY_RESUME.
+    Resume,
+    /// `TWA_NMI_CURRENT`: set the flag on current and raise a self-IPI.
+    NmiCurrent,
+}
+
+impl Kernel {
+    fn all_bits(&self) -> u64 {
+        if self.opts.bits_per_long >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << self.opts.bits_per_long) - 1
+        }
+    }
+
+    /// `unwind_deferred_init()`: registers a tracer. Returns its work and 0,
+    /// or −EBUSY when every bit is taken (the work then stays unlisted with
+    /// bit 0, a reserved bit).
+    pub fn unwind_deferred_init(&mut self, name: &str) -> (WorkId, i32) {
+        let id = WorkId(self.works.len());
+        self.works.push(UnwindWork { name: name.to_string(), bit: 0, listed: false });
+        let (ret, bit) = if self.global_mask == self.all_bits() {
+            (crate::kernel::EBUSY, None)
+        } else {
+            let bit = (!self.global_mask).trailing_zeros();
+            self.global_mask |= 1 << bit;
+            self.works[id.0].bit = bit as i32;
+            self.works[id.0].listed = true;
+            self.callbacks.insert(0, id);
+            (0, Some(bit))
+        };
+        self.log(0, None, EventKind::Init { work: id, name: name.to_string(), ret, bit });
+        (id, ret)
+    }
+
+    /// `get_cookie()`: the entry's cookie, assigning one on first use.
+    fn get_cookie(&mut self, cpu: usize, tid: Tid) -> Cookie {
+        let id = self.task(tid).info.id;
+        if id.cpu != 0 {
+            return id;
+        }
+        let cnt = self.cpus[cpu].ctr.wrapping_add(2) | 1;
+        self.point(cpu, Point::CookieBeforeCmpxchg);
+        let nmi_safe = self.opts.nmi_safe_cmpxchg;
+        let big_endian = self.opts.big_endian;
+        let info = &mut self.task_mut(tid).info;
+        // try_assign_cnt(): whoever wins the cmpxchg advances the counter;
+        // a loser (interrupted by an NMI that assigned) adopts its value.
+        let won = if nmi_safe {
+            if info.id.cnt == 0 {
+                info.id.cnt = cnt;
+                true
+            } else {
+                false
+            }
+        } else {
+            info.id.cnt = cnt;
+            true
+        };
+        info.id.cpu = cpu as u32 + 1;
+        info.id.big_endian = big_endian;
+        let id = info.id;
+        if won {
+            self.cpus[cpu].ctr = cnt;
+        }
+        id
+    }
+
+    /// `unwind_deferred_request()` by `work` in the current context of
+    /// `cpu` (task or NMI). Returns the kernel's value and the cookie:
+    /// 0 = a callback will come, 1 (or the race value) = already requested
+    /// in this entry, negative = refused (cookie 0).
+    pub fn unwind_deferred_request(&mut self, cpu: usize, work: WorkId) -> (i32, Cookie) {
+        let (ret, cookie) = self.request_inner(cpu, work);
+        let in_nmi = self.cpus[cpu].in_nmi;
+        match ret {
+            0 => self.stats.requests_queued += 1,
+            r if r > 0 => self.stats.requests_joined += 1,
+            _ => self.stats.requests_refused += 1,
+        }
+        let tid = self.current(cpu);
+        self.log(cpu, tid, EventKind::Request { work, ret, cookie, in_nmi });
+        if let Some(tid) = tid {
+            self.ledger_request(tid, work, ret, cookie);
+        }
+        self.check_structure();
+        (ret, cookie)
+    }
+
+    fn request_inner(&mut self, cpu: usize, work: WorkId) -> (i32, Cookie) {
+        let none = Cookie::default();
+        let Some(tid) = self.current(cpu) else { return (EINVAL, none) };
+        {
+            let t = self.task(tid);
+            // Kernel threads, exiting tasks, and contexts without user
+            // registers cannot be unwound.
+            if t.kthread || t.exiting || t.regs.is_none() || t.mm.is_none() && t.stack_copy.is_none() {
+                return (EINVAL, none);
+            }
+        }
+        let in_nmi = self.cpus[cpu].in_nmi;
+        if in_nmi && !self.opts.nmi_safe_cmpxchg {
+            return (EINVAL, none);
+        }
+        let notify = if in_nmi && self.opts.version == crate::kernel::KernelVersion::V6_19 {
+            Notify::NmiCurrent
+        } else {
+            Notify::Resume
+        };
+        let bit = self.works[work.0].bit;
+        if bit < 0 {
+            return (EINVAL, none); // cancelled
+        }
+        let bit = 1u64 << bit;
+        self.point(cpu, Point::RequestStart);
+        let cookie = self.get_cookie(cpu, tid);
+        self.point(cpu, Point::RequestAfterCookie);
+        if self.task(tid).info.mask & bit != 0 {
+            return (1, cookie);
+        }
+        self.point(cpu, Point::RequestBeforeFetchOr);
+        let old = {
+            let info = &mut self.task_mut(tid).info;
+            let old = info.mask;
+            info.mask |= UNWIND_PENDING | bit;
+            old
+        };
+        if old & (UNWIND_PENDING | bit) != 0 {
+            // Joined a pending work (0), or a nested NMI set our bit in
+            // between: the kernel returns `old & BIT(n)` truncated to int.
+            return ((old & bit) as i32, cookie);
+        }
+        self.point(cpu, Point::RequestBeforeTaskWorkAdd);
+        let ret = self.task_work_add(tid, cpu, notify);
+        if ret != 0 {
+            self.task_mut(tid).info.mask = 0;
+            return (ret, cookie);
+        }
+        (0, cookie)
+    }
+
+    fn task_work_add(&mut self, tid: Tid, cpu: usize, notify: Notify) -> i32 {
+        let ret = if self.task(tid).works_closed {
+            ESRCH
+        } else {
+            let t = self.task_mut(tid);
+            t.work_queued = true;
+            t.notify_resume = true;
+            if notify == Notify::NmiCurrent {
+                self.cpus[cpu].irq_work = true;
+            }
+            0
+        };
+        let mode = match notify {
+            Notify::Resume => "TWA_RESUME",
+            Notify::NmiCurrent => "TWA_NMI_CURRENT",
+        };
+        self.log(cpu, Some(tid), EventKind::TaskWorkQueued { mode, ret });
+        ret
+    }
+
+    /// `unwind_user_faultable()` for `tid`: the cached trace of this entry,
+    /// or a fresh faultable walk (cached if non-empty).
+    pub fn unwind_user_faultable(&mut self, tid: Tid, mem: &dyn UserMemory) -> Result<Vec<u64>, i32> {
+        let (mm, copy) = {
+            let t = self.task(tid);
+            (t.mm, t.stack_copy.clone())
+        };
+        // The unwind-at-syscall-entry design serves the entry's cache even
+        // after exit_mm(); upstream checks the mm first.
+        if self.opts.exit_path == crate::kernel::ExitPath::UnwindAtSyscallEntry {
+            if let Some(cache) = self.task(tid).info.cache.as_ref().filter(|c| c.nr_entries > 0) {
+                return Ok(cache.entries[..cache.nr_entries].to_vec());
+            }
+        }
+        let mm = match (mm, &copy) {
+            (Some(mm), _) => mm,
+            (None, Some(copy)) => copy.mm,
+            (None, None) => return Err(EINVAL),
+        };
+        let cache = self.task_mut(tid).info.cache.get_or_insert_with(UnwindCache::default);
+        if cache.nr_entries > 0 {
+            return Ok(cache.entries[..cache.nr_entries].to_vec());
+        }
+        let Some(regs) = copy.as_ref().map(|c| c.regs.clone()).or_else(|| self.task(tid).regs.clone()) else {
+            return Err(EINVAL);
+        };
+        let before = mem.fault_count();
+        let cfg = self.opts.unwind.clone();
+        let trace: Trace = match &copy {
+            Some(copy) if self.task(tid).mm.is_none() => {
+                let view = CopiedStack { copy, rest: mem };
+                unwind_user(&regs, &view, &mut self.mms[mm.0].sframe, Access::Faultable, &cfg)
+            }
+            _ => unwind_user(&regs, mem, &mut self.mms[mm.0].sframe, Access::Faultable, &cfg),
+        };
+        let faults = mem.fault_count() - before;
+        self.stats.unwinds += 1;
+        self.stats.task_faults += faults;
+        let cpu = self.task(tid).cpu;
+        for sframe in &trace.removed_sections {
+            self.log(cpu, Some(tid), EventKind::SframeRemove { sframe: *sframe, why: "corrupt or faulting".into() });
+        }
+        self.log(
+            cpu,
+            Some(tid),
+            EventKind::Unwind { nr: trace.entries.len(), stop: format!("{:?}", trace.stop), faultable: true, faults },
+        );
+        let t = self.task_mut(tid);
+        let cache = t.info.cache.as_mut().expect("allocated above");
+        cache.entries = trace.entries.clone();
+        cache.nr_entries = trace.entries.len();
+        t.info.mask |= UNWIND_USED;
+        Ok(trace.entries)
+    }
+
+    /// `process_unwind_deferred()`: the task-work handler (also run by the
+    /// exit hook). Calls every tracer that requested in this entry and was
+    /// not called yet, with the entry's cookie and one shared trace.
+    pub(crate) fn process_unwind_deferred(&mut self, tid: Tid, mem: &dyn UserMemory, context: &'static str) {
+        let cpu = self.task(tid).cpu;
+        if self.task(tid).info.mask & UNWIND_PENDING == 0 {
+            return;
+        }
+        self.task_mut(tid).in_handler = true;
+        self.point(cpu, Point::HandlerBeforeFetchAndnot);
+        let mut bits = {
+            let info = &mut self.task_mut(tid).info;
+            let old = info.mask;
+            info.mask &= !UNWIND_PENDING;
+            old
+        };
+        self.log(cpu, Some(tid), EventKind::HandlerStart { bits: bits & !RESERVED_BITS, context });
+        self.point(cpu, Point::HandlerAfterFetchAndnot);
+        // From here on every selected tracer is called, even with nothing.
+        let trace = self.unwind_user_faultable(tid, mem).unwrap_or_default();
+        self.point(cpu, Point::HandlerAfterUnwind);
+        if let Some(cache) = &self.task(tid).info.cache {
+            bits &= !cache.completed;
+        }
+        let cookie = self.task(tid).info.id;
+        self.srcu_readers += 1;
+        // The SRCU-protected list walk sees the list as it is when the walk
+        // starts; works removed before we reach them are skipped.
+        let snapshot = self.callbacks.clone();
+        for work in snapshot {
+            self.point(cpu, Point::HandlerBeforeCallback);
+            let w = &self.works[work.0];
+            if !w.listed || w.bit < 0 || bits & (1u64 << w.bit) == 0 {
+                continue;
+            }
+            let bit = 1u64 << w.bit;
+            self.deliver(work, tid, cpu, cookie, &trace);
+            if let Some(cache) = self.task_mut(tid).info.cache.as_mut() {
+                cache.completed |= bit;
+            }
+        }
+        self.srcu_readers -= 1;
+        self.task_mut(tid).in_handler = false;
+        if self.srcu_readers == 0 {
+            self.finish_cancels();
+        }
+    }
+
+    fn deliver(&mut self, work: WorkId, tid: Tid, cpu: usize, cookie: Cookie, trace: &[u64]) {
+        self.stats.callbacks += 1;
+        self.log(cpu, Some(tid), EventKind::Callback { work, cookie, nr: trace.len() });
+        self.ledger_callback(tid, work, cookie, trace);
+        self.tracers_callback(work, tid, cpu, cookie, trace);
+    }
+
+    /// `unwind_reset_info()` on the way back to user mode.
+    pub(crate) fn unwind_reset_info(&mut self, tid: Tid) {
+        let cpu = self.task(tid).cpu;
+        if self.task(tid).info.mask == 0 {
+            return;
+        }
+        loop {
+            let seen = self.task(tid).info.mask;
+            if seen & UNWIND_PENDING != 0 {
+                // A task_work is (again) queued; it runs before user mode.
+                self.log(cpu, Some(tid), EventKind::ResetSkipped);
+                return;
+            }
+            self.point(cpu, Point::ResetBeforeCmpxchg);
+            let info = &mut self.task_mut(tid).info;
+            if info.mask == seen {
+                info.mask = 0;
+                break;
+            }
+        }
+        let info = &mut self.task_mut(tid).info;
+        let cookie = info.id;
+        info.id = Cookie::default();
+        if let Some(cache) = info.cache.as_mut() {
+            cache.nr_entries = 0;
+            cache.completed = 0;
+        }
+        self.log(cpu, Some(tid), EventKind::Reset { cookie });
+        self.ledger_close(tid, cookie, "return to user");
+    }
+
+    /// `unwind_deferred_cancel()`: after it returns no callback of `work`
+    /// runs. The per-task bits are cleared after the SRCU grace period, which
+    /// in the model ends when no handler is inside its callback walk.
+    pub fn unwind_deferred_cancel(&mut self, work: WorkId) {
+        let bit = self.works[work.0].bit;
+        if bit < 0 || RESERVED_BITS & (1u64 << bit) != 0 {
+            return; // never initialised, failed init, or cancelled twice: WARN
+        }
+        self.callbacks.retain(|&w| w != work);
+        let w = &mut self.works[work.0];
+        w.listed = false;
+        w.bit = -1;
+        self.global_mask &= !(1u64 << bit);
+        self.log(0, None, EventKind::CancelBegin { work });
+        self.ledger_cancel(work);
+        self.cancels_waiting.push(work);
+        self.cancel_bits.push((work, bit as u32));
+        if self.srcu_readers == 0 {
+            self.finish_cancels();
+        }
+    }
+
+    fn finish_cancels(&mut self) {
+        let done: Vec<(WorkId, u32)> = std::mem::take(&mut self.cancel_bits);
+        self.cancels_waiting.clear();
+        for (work, bit) in done {
+            let clear = !(1u64 << bit);
+            for t in self.tasks.values_mut() {
+                t.info.mask &= clear;
+                if let Some(cache) = t.info.cache.as_mut() {
+                    cache.completed &= clear;
+                }
+            }
+            self.log(0, None, EventKind::CancelReturn { work });
+        }
+    }
+
+    /// `unwind_deferred_task_exit()`: finish pending unwinds while the mm
+    /// still exists, and take the queued work off the list.
+    pub(crate) fn unwind_deferred_task_exit(&mut self, tid: Tid, mem: &dyn UserMemory, variant: &'static str) {
+        if self.task(tid).info.mask & UNWIND_PENDING == 0 {
+            return;
+        }
+        let cpu = self.task(tid).cpu;
+        self.log(cpu, Some(tid), EventKind::ExitHook { variant });
+        self.process_unwind_deferred(tid, mem, "exit");
+        self.task_mut(tid).work_queued = false;
+    }
+}
+
+/// User memory after exit_mm for the copy-on-exit variant: the stack comes
+/// from the copy (reads beyond it fail), everything below the copied SP
+/// (text, `.sframe`) from the files, i.e. the host's memory.
+struct CopiedStack<'a> {
+    copy: &'a StackCopy,
+    rest: &'a dyn UserMemory,
+}
+
+impl UserMemory for CopiedStack<'_> {
+    fn read(&self, addr: u64, buf: &mut [u8], access: Access) -> Result<(), MemError> {
+        if addr < self.copy.base {
+            return self.rest.read(addr, buf, access);
+        }
+        let start = (addr - self.copy.base) as usize;
+        match self.copy.bytes.get(start..start + buf.len()) {
+            Some(bytes) => {
+                buf.copy_from_slice(bytes);
+                Ok(())
+            }
+            None => Err(MemError::Unmapped { addr }),
+        }
+    }
+}

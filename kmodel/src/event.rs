@@ -1,0 +1,201 @@
+//! The model's event log: one record per observable step, in order, with
+//! virtual time. It is both the output (JSON Lines) and the evidence an
+//! invariant violation carries.
+
+use serde::Serialize;
+
+use crate::kernel::{Cookie, Tid, WorkId};
+
+/// One event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Event {
+    /// Sequence number (0, 1, …).
+    pub seq: u64,
+    /// Virtual time in nanoseconds (advanced by the host).
+    pub time: u64,
+    /// CPU the event happened on.
+    pub cpu: usize,
+    /// Task concerned, if any.
+    pub tid: Option<Tid>,
+    /// What happened.
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+/// Why a task entered the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntryReason {
+    /// A system call.
+    Syscall,
+    /// An interrupt (timer, the irq_work self-IPI, …).
+    Irq,
+    /// An exception such as a page fault.
+    Exception,
+    /// An NMI that hit user mode.
+    Nmi,
+}
+
+/// What happened.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum EventKind {
+    /// A tracer registered (`unwind_deferred_init`).
+    Init {
+        /// Its work.
+        work: WorkId,
+        /// Its name.
+        name: String,
+        /// Return value (0 or -EBUSY).
+        ret: i32,
+        /// Bit allocated (if any).
+        bit: Option<u32>,
+    },
+    /// A task was created.
+    TaskNew {
+        /// Parent, for a fork.
+        parent: Option<Tid>,
+    },
+    /// A task entered the kernel from user mode.
+    Entry {
+        /// Why.
+        reason: EntryReason,
+        /// User PC at entry.
+        pc: u64,
+    },
+    /// `exit_to_user_mode()` finished: the task is in user mode again.
+    ReturnToUser,
+    /// An NMI began on this CPU.
+    NmiEnter {
+        /// True if it interrupted user mode.
+        from_user: bool,
+    },
+    /// The NMI ended.
+    NmiExit,
+    /// `unwind_deferred_request()` returned.
+    Request {
+        /// The tracer.
+        work: WorkId,
+        /// Return value.
+        ret: i32,
+        /// Cookie handed out (0 on error).
+        cookie: Cookie,
+        /// In NMI context.
+        in_nmi: bool,
+    },
+    /// The per-task work was queued with `task_work_add()`.
+    TaskWorkQueued {
+        /// Notification mode.
+        mode: &'static str,
+        /// Return value of task_work_add.
+        ret: i32,
+    },
+    /// The deferred-unwind task-work handler started.
+    HandlerStart {
+        /// Tracer bits snapshot taken by the fetch_andnot.
+        bits: u64,
+        /// Where it runs.
+        context: &'static str,
+    },
+    /// The user stack was walked (a cache miss).
+    Unwind {
+        /// Entries found.
+        nr: usize,
+        /// Why the walk ended.
+        stop: String,
+        /// Access mode of the walk.
+        faultable: bool,
+        /// Pages faulted in by this walk.
+        faults: u64,
+    },
+    /// A tracer callback ran.
+    Callback {
+        /// The tracer.
+        work: WorkId,
+        /// Cookie delivered.
+        cookie: Cookie,
+        /// Entries delivered.
+        nr: usize,
+    },
+    /// `unwind_reset_info()` cleared the per-entry state.
+    Reset {
+        /// The cookie that was cleared (0 if none).
+        cookie: Cookie,
+    },
+    /// Reset found PENDING set and left everything in place.
+    ResetSkipped,
+    /// `unwind_deferred_cancel()` began (list removal, bit revoked).
+    CancelBegin {
+        /// The tracer.
+        work: WorkId,
+    },
+    /// The SRCU grace period ended; cancel returns.
+    CancelReturn {
+        /// The tracer.
+        work: WorkId,
+    },
+    /// A task moved to another CPU.
+    Migrate {
+        /// From.
+        from: usize,
+        /// To.
+        to: usize,
+    },
+    /// The task began sleeping in the kernel.
+    Sleep,
+    /// The task was woken.
+    Wake,
+    /// `do_exit()` set PF_EXITING.
+    Exiting {
+        /// Exit code.
+        code: i32,
+    },
+    /// The exit path ran the deferred handler synchronously.
+    ExitHook {
+        /// Variant that ran it.
+        variant: &'static str,
+    },
+    /// The user stack was copied on exit (copy-on-exit variant).
+    StackCopied {
+        /// Bytes copied.
+        bytes: u64,
+    },
+    /// `exit_mm()`: the task has no user memory any more.
+    ExitMm,
+    /// The task is dead.
+    Dead,
+    /// `execve()` replaced the task's mm.
+    Exec,
+    /// An SFrame section was registered or refused.
+    SframeAdd {
+        /// Section start.
+        sframe: u64,
+        /// Text start.
+        text: u64,
+        /// Error, if refused.
+        error: Option<String>,
+    },
+    /// SFrame sections were dropped (corrupt, removed, unmapped).
+    SframeRemove {
+        /// Section start.
+        sframe: u64,
+        /// Why.
+        why: String,
+    },
+    /// A tracer wrote a record to a ring buffer.
+    Record {
+        /// Tracer name.
+        tracer: String,
+        /// Record type.
+        record: String,
+        /// Bytes written.
+        bytes: u64,
+    },
+    /// An invariant failed.
+    Violation {
+        /// Which.
+        invariant: String,
+        /// Details.
+        detail: String,
+    },
+}

@@ -1,0 +1,71 @@
+//! Named interleaving points: every place where the kernel code uses an
+//! atomic read-modify-write or may be interrupted by an NMI on the same task.
+//! A test installs an [`Interleaver`] and injects NMIs (or cancels, or
+//! registrations) at any of them.
+
+use serde::Serialize;
+
+use crate::kernel::Kernel;
+
+/// A point in the deferred-unwind code where something else may happen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Point {
+    /// Request: checks passed, before `get_cookie()`.
+    RequestStart,
+    /// `get_cookie()`: counter computed, before the cmpxchg of `id.cnt`.
+    CookieBeforeCmpxchg,
+    /// Request: cookie taken, before the fast-path read of the mask.
+    RequestAfterCookie,
+    /// Request: fast path saw the bit clear, before `fetch_or`.
+    RequestBeforeFetchOr,
+    /// Request: claimed PENDING, before `task_work_add()`.
+    RequestBeforeTaskWorkAdd,
+    /// Handler: started, before `fetch_andnot(PENDING)`.
+    HandlerBeforeFetchAndnot,
+    /// Handler: bits snapshot taken, before the unwind.
+    HandlerAfterFetchAndnot,
+    /// Handler: unwound, before the SRCU-protected callback walk.
+    HandlerAfterUnwind,
+    /// Handler: about to consider the n-th work of the list.
+    HandlerBeforeCallback,
+    /// Reset: mask read non-zero, before the cmpxchg to 0.
+    ResetBeforeCmpxchg,
+    /// After `unwind_reset_info()`, before the actual return to user mode.
+    AfterResetBeforeUser,
+    /// `do_exit()`: PF_EXITING set, before `perf_event_exit_task()`.
+    ExitBeforePerfExit,
+    /// `do_exit()`: before `exit_mm()`.
+    ExitBeforeExitMm,
+}
+
+impl Point {
+    /// Every point, in code order.
+    pub const ALL: [Point; 13] = [
+        Point::RequestStart,
+        Point::CookieBeforeCmpxchg,
+        Point::RequestAfterCookie,
+        Point::RequestBeforeFetchOr,
+        Point::RequestBeforeTaskWorkAdd,
+        Point::HandlerBeforeFetchAndnot,
+        Point::HandlerAfterFetchAndnot,
+        Point::HandlerAfterUnwind,
+        Point::HandlerBeforeCallback,
+        Point::ResetBeforeCmpxchg,
+        Point::AfterResetBeforeUser,
+        Point::ExitBeforePerfExit,
+        Point::ExitBeforeExitMm,
+    ];
+}
+
+/// Called at every [`Point`] on the CPU where it is reached.
+pub trait Interleaver {
+    /// Something may happen here; `kernel` is the whole model.
+    fn at(&mut self, kernel: &mut Kernel, cpu: usize, point: Point);
+}
+
+impl<F: FnMut(&mut Kernel, usize, Point)> Interleaver for F {
+    fn at(&mut self, kernel: &mut Kernel, cpu: usize, point: Point) {
+        self(kernel, cpu, point)
+    }
+}

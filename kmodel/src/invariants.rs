@@ -1,0 +1,233 @@
+//! The invariants of the reference (§9), checked as the model runs:
+//! structural ones (I1–I6) after every host call, behavioural ones (B1–B6,
+//! B8) from a ledger of requests and callbacks per (task, cookie). A
+//! violation is recorded with the events that led to it.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::event::{Event, EventKind};
+use crate::kernel::{Cookie, Kernel, KernelVersion, TaskState, Tid, WorkId, RESERVED_BITS, UNWIND_PENDING};
+
+/// Events kept as history with a violation.
+pub const HISTORY: usize = 40;
+
+/// A broken invariant and how the model got there.
+#[derive(Debug, Clone, Serialize)]
+pub struct Violation {
+    /// Which (e.g. "B1", "I4").
+    pub invariant: &'static str,
+    /// What exactly.
+    pub detail: String,
+    /// The last events before it.
+    pub history: Vec<Event>,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "invariant {} violated: {}", self.invariant, self.detail)?;
+        for e in &self.history {
+            writeln!(f, "  {}", serde_json::to_string(e).unwrap_or_default())?;
+        }
+        Ok(())
+    }
+}
+
+/// What happened to one (task, cookie): who asked, who was called.
+#[derive(Debug, Clone, Default)]
+pub struct LedgerEntry {
+    /// Requests with a non-negative return, per tracer.
+    pub requested: BTreeMap<WorkId, u32>,
+    /// Callbacks, per tracer.
+    pub called: BTreeMap<WorkId, u32>,
+    /// User PC when the cookie was handed out (the trace must start there).
+    pub pc: u64,
+    /// The kernel entry the cookie belongs to.
+    pub entry: u64,
+}
+
+/// The behavioural bookkeeping.
+#[derive(Debug, Clone, Default)]
+pub struct Ledger {
+    /// Per (task, cookie id).
+    pub entries: BTreeMap<(Tid, u64), LedgerEntry>,
+    /// Cookie id → (task, entry) that first got it.
+    pub owners: BTreeMap<u64, (Tid, u64)>,
+    /// Tracers whose cancel began, with the event sequence number.
+    pub cancelled: BTreeMap<WorkId, u64>,
+}
+
+impl Kernel {
+    pub(crate) fn violation(&mut self, invariant: &'static str, detail: String) {
+        let from = self.events.len().saturating_sub(HISTORY);
+        let history = self.events[from..].to_vec();
+        self.log(0, None, EventKind::Violation { invariant: invariant.into(), detail: detail.clone() });
+        self.violations.push(Violation { invariant, detail, history });
+    }
+
+    /// Violations found so far (and forgets them).
+    pub fn take_violations(&mut self) -> Vec<Violation> {
+        std::mem::take(&mut self.violations)
+    }
+
+    /// Records a request that returned `ret` with `cookie` (B4 bookkeeping).
+    pub(crate) fn ledger_request(&mut self, tid: Tid, work: WorkId, ret: i32, cookie: Cookie) {
+        if ret < 0 || !self.check {
+            return;
+        }
+        let (entry, pc) = {
+            let t = self.task(tid);
+            (t.entries, t.regs.as_ref().map_or(0, |r| r.pc))
+        };
+        let id = cookie.id();
+        let owner = *self.ledger.owners.entry(id).or_insert((tid, entry));
+        if owner != (tid, entry) {
+            self.violation(
+                "B4",
+                format!(
+                    "cookie {id:#x} of task {} entry {} handed out again to task {tid} entry {entry}",
+                    owner.0, owner.1
+                ),
+            );
+        }
+        let e = self.ledger.entries.entry((tid, id)).or_default();
+        if e.requested.is_empty() {
+            e.pc = pc;
+            e.entry = entry;
+        }
+        *e.requested.entry(work).or_insert(0) += 1;
+    }
+
+    /// Records a callback (B1 duplicates, B2, B6).
+    pub(crate) fn ledger_callback(&mut self, tid: Tid, work: WorkId, cookie: Cookie, trace: &[u64]) {
+        if !self.check {
+            return;
+        }
+        let id = cookie.id();
+        let e = self.ledger.entries.entry((tid, id)).or_default();
+        *e.called.entry(work).or_insert(0) += 1;
+        let (requested, called, pc) = (e.requested.contains_key(&work), e.called[&work], e.pc);
+        if !requested {
+            let stale = self.ledger.cancelled.keys().any(|w| self.works[w.0].name != self.works[work.0].name);
+            let why = if stale { " (stale bit snapshot across cancel + re-register)" } else { "" };
+            self.violation("B2", format!("{work:?} called for task {tid} cookie {id:#x} without a request{why}"));
+        }
+        if called > 1 {
+            self.violation("B1", format!("{work:?} called {called} times for task {tid} cookie {id:#x}"));
+        }
+        if let Some(&first) = trace.first() {
+            if first != pc && requested {
+                self.violation(
+                    "B6",
+                    format!("trace for cookie {id:#x} starts at {first:#x}, the request saw user PC {pc:#x}"),
+                );
+            }
+        }
+    }
+
+    /// Records the start of a cancel (callbacks before it returns are fine;
+    /// missing ones are excused).
+    pub(crate) fn ledger_cancel(&mut self, work: WorkId) {
+        let seq = self.events.len() as u64;
+        self.ledger.cancelled.insert(work, seq);
+    }
+
+    /// Closes the task's cookie after reset or exit: every requester that
+    /// was not cancelled must have been called exactly once (B1, B8).
+    pub(crate) fn ledger_close(&mut self, tid: Tid, cookie: Cookie, why: &'static str) {
+        if !self.check || cookie.is_none() {
+            return;
+        }
+        let Some(e) = self.ledger.entries.remove(&(tid, cookie.id())) else { return };
+        for (work, _) in e.requested {
+            let called = e.called.get(&work).copied().unwrap_or(0);
+            if called == 0 && !self.ledger.cancelled.contains_key(&work) {
+                self.violation(
+                    if why == "exit" { "B8" } else { "B1" },
+                    format!("{work:?} requested for task {tid} cookie {:#x} but never called ({why})", cookie.id()),
+                );
+            }
+        }
+    }
+
+    /// The structural invariants I1–I6 over the whole model.
+    pub fn check_structure(&mut self) {
+        if !self.check {
+            return;
+        }
+        let mut problems: Vec<(&'static str, String)> = Vec::new();
+        if self.global_mask & RESERVED_BITS != RESERVED_BITS {
+            problems.push(("I1", format!("global mask {:#x} lost a reserved bit", self.global_mask)));
+        }
+        let mut seen = 0u64;
+        for (i, w) in self.works.iter().enumerate() {
+            if !w.listed {
+                continue;
+            }
+            let bit = 1u64 << w.bit.clamp(0, 63);
+            if w.bit < 2 || seen & bit != 0 || self.global_mask & bit == 0 {
+                problems.push(("I1", format!("work {i} ({}) holds bit {} illegally", w.name, w.bit)));
+            }
+            seen |= bit;
+        }
+        for t in self.tasks.values() {
+            let m = t.info.mask;
+            // The exit hook runs the handler while the work is still queued
+            // (it is cancelled afterwards): PENDING is legitimately clear then.
+            if t.work_queued && m & UNWIND_PENDING == 0 && !t.in_handler {
+                problems.push(("I2", format!("task {} has its work queued without PENDING", t.tid)));
+            }
+            if t.state == TaskState::User {
+                if m & UNWIND_PENDING != 0 {
+                    // Possible only in v6.17, where an NMI from user mode
+                    // queues with TWA_RESUME and nothing forces a re-entry.
+                    if self.opts.version != KernelVersion::V6_17 {
+                        problems.push(("I3", format!("task {} in user mode with PENDING set", t.tid)));
+                    }
+                } else {
+                    let cache_clear = t.info.cache.as_ref().is_none_or(|c| c.nr_entries == 0 && c.completed == 0);
+                    if m != 0 || !t.info.id.is_none() || !cache_clear {
+                        problems.push((
+                            "I4",
+                            format!("task {} in user mode with mask {m:#x} / cookie / cache left", t.tid),
+                        ));
+                    }
+                }
+            }
+            let id = t.info.id;
+            if !id.is_none() && (id.cpu == 0 || id.cnt % 2 == 0) {
+                problems.push(("I5", format!("task {} has malformed cookie {:#x}", t.tid, id.id())));
+            }
+            if let Some(cache) = &t.info.cache {
+                if self.cancels_waiting.is_empty()
+                    && cache.completed & !(m & !RESERVED_BITS) != 0
+                    && t.state != TaskState::User
+                {
+                    problems
+                        .push(("I6", format!("task {} completed {:#x} outside mask {m:#x}", t.tid, cache.completed)));
+                }
+            }
+        }
+        for (inv, detail) in problems {
+            self.violation(inv, detail);
+        }
+    }
+
+    pub(crate) fn check_after_return(&mut self, _tid: Tid) {
+        self.check_structure();
+    }
+
+    pub(crate) fn check_after_exit(&mut self, tid: Tid) {
+        let open: Vec<u64> = self.ledger.entries.keys().filter(|(t, _)| *t == tid).map(|(_, c)| *c).collect();
+        for id in open {
+            let cookie = Cookie {
+                cpu: if self.opts.big_endian { (id >> 32) as u32 } else { id as u32 },
+                cnt: if self.opts.big_endian { id as u32 } else { (id >> 32) as u32 },
+                big_endian: self.opts.big_endian,
+            };
+            self.ledger_close(tid, cookie, "exit");
+        }
+        self.check_structure();
+    }
+}

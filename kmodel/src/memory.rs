@@ -1,0 +1,195 @@
+//! User memory as the kernel sees it: any read may fault, and whether a
+//! fault may be served depends on the context (NMI: no; task work: yes).
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+
+use crate::sframe::{ByteSource, Fault};
+
+/// Whether a read may take a page fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Access {
+    /// Task context: a non-resident page is brought in (and counted).
+    Faultable,
+    /// NMI or IRQ context: a non-resident page makes the read fail, with no
+    /// side effect.
+    NoFault,
+}
+
+/// A failed user-memory read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum MemError {
+    /// The page is not resident and the access may not fault.
+    WouldFault {
+        /// First address that could not be read.
+        addr: u64,
+    },
+    /// Nothing is mapped there (a real `-EFAULT` even in task context).
+    Unmapped {
+        /// First address that could not be read.
+        addr: u64,
+    },
+}
+
+impl MemError {
+    /// The address the read failed at.
+    pub fn addr(&self) -> u64 {
+        match *self {
+            MemError::WouldFault { addr } | MemError::Unmapped { addr } => addr,
+        }
+    }
+}
+
+/// A task's user address space, as far as the unwinders need it.
+pub trait UserMemory {
+    /// Reads `buf.len()` bytes at `addr` with the given access mode.
+    fn read(&self, addr: u64, buf: &mut [u8], access: Access) -> Result<(), MemError>;
+
+    /// Page faults served so far, if the memory counts them.
+    fn fault_count(&self) -> u64 {
+        0
+    }
+}
+
+/// A byte source over part of user memory: how the kernel reads `.sframe`
+/// straight out of the process, in the mode its context allows.
+pub struct UserBytes<'m, M: ?Sized> {
+    /// The memory.
+    pub mem: &'m M,
+    /// Address of the first byte.
+    pub addr: u64,
+    /// Length.
+    pub len: u64,
+    /// Fault mode.
+    pub access: Access,
+}
+
+impl<M: UserMemory + ?Sized> ByteSource for UserBytes<'_, M> {
+    fn size(&self) -> u64 {
+        self.len
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), Fault> {
+        self.mem
+            .read(self.addr.wrapping_add(offset), buf, self.access)
+            .map_err(|e| Fault { offset: e.addr().wrapping_sub(self.addr) })
+    }
+}
+
+/// Page size of [`PagedMemory`].
+pub const PAGE_SIZE: u64 = 4096;
+
+/// A simple user memory for tests and the pure model: mapped pages with a
+/// residency bit, fault counting, big- or little-endian word helpers.
+#[derive(Debug, Default)]
+pub struct PagedMemory {
+    pages: BTreeMap<u64, Page>,
+    faults: RefCell<u64>,
+}
+
+#[derive(Debug)]
+struct Page {
+    bytes: Box<[u8; PAGE_SIZE as usize]>,
+    resident: RefCell<bool>,
+}
+
+impl PagedMemory {
+    /// An empty address space.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Maps zeroed, resident pages covering `addr..addr+len`.
+    pub fn map(&mut self, addr: u64, len: u64) {
+        let first = addr / PAGE_SIZE;
+        let last = (addr + len.max(1) - 1) / PAGE_SIZE;
+        for page in first..=last {
+            self.pages
+                .entry(page)
+                .or_insert_with(|| Page { bytes: Box::new([0; PAGE_SIZE as usize]), resident: RefCell::new(true) });
+        }
+    }
+
+    /// Writes bytes (mapping pages as needed; they become resident).
+    pub fn write(&mut self, addr: u64, data: &[u8]) {
+        self.map(addr, data.len() as u64);
+        for (i, &b) in data.iter().enumerate() {
+            let a = addr + i as u64;
+            let page = self.pages.get_mut(&(a / PAGE_SIZE)).expect("just mapped");
+            page.bytes[(a % PAGE_SIZE) as usize] = b;
+            *page.resident.borrow_mut() = true;
+        }
+    }
+
+    /// Writes a 64-bit word in the given byte order.
+    pub fn write_word(&mut self, addr: u64, value: u64, big_endian: bool) {
+        let bytes = if big_endian { value.to_be_bytes() } else { value.to_le_bytes() };
+        self.write(addr, &bytes);
+    }
+
+    /// Marks the pages covering `addr..addr+len` not resident (contents kept,
+    /// as if swapped out or never touched).
+    pub fn evict(&self, addr: u64, len: u64) {
+        let first = addr / PAGE_SIZE;
+        let last = (addr + len.max(1) - 1) / PAGE_SIZE;
+        for (_, page) in self.pages.range(first..=last) {
+            *page.resident.borrow_mut() = false;
+        }
+    }
+
+    /// Unmaps the pages covering `addr..addr+len` (contents lost): later
+    /// reads there fail with [`MemError::Unmapped`], as after `munmap()`.
+    pub fn unmap(&mut self, addr: u64, len: u64) {
+        let first = addr / PAGE_SIZE;
+        let last = (addr + len.max(1) - 1) / PAGE_SIZE;
+        self.pages.retain(|&page, _| page < first || page > last);
+    }
+
+    /// True if the page holding `addr` is mapped and resident.
+    pub fn is_resident(&self, addr: u64) -> bool {
+        self.pages.get(&(addr / PAGE_SIZE)).is_some_and(|p| *p.resident.borrow())
+    }
+
+    /// Faults served so far (faultable reads of non-resident pages).
+    pub fn faults(&self) -> u64 {
+        *self.faults.borrow()
+    }
+}
+
+impl UserMemory for PagedMemory {
+    fn fault_count(&self) -> u64 {
+        self.faults()
+    }
+
+    fn read(&self, addr: u64, buf: &mut [u8], access: Access) -> Result<(), MemError> {
+        let len = buf.len() as u64;
+        if len == 0 {
+            return Ok(());
+        }
+        let Some(end) = addr.checked_add(len - 1) else { return Err(MemError::Unmapped { addr }) };
+        // Check every page first: a failed read has no side effect.
+        for page in addr / PAGE_SIZE..=end / PAGE_SIZE {
+            let at = (page * PAGE_SIZE).max(addr);
+            match self.pages.get(&page) {
+                None => return Err(MemError::Unmapped { addr: at }),
+                Some(p) if !*p.resident.borrow() && access == Access::NoFault => {
+                    return Err(MemError::WouldFault { addr: at })
+                }
+                Some(_) => {}
+            }
+        }
+        for page in addr / PAGE_SIZE..=end / PAGE_SIZE {
+            let p = &self.pages[&page];
+            if !*p.resident.borrow() {
+                *p.resident.borrow_mut() = true;
+                *self.faults.borrow_mut() += 1;
+            }
+        }
+        for (i, b) in buf.iter_mut().enumerate() {
+            let a = addr + i as u64;
+            *b = self.pages[&(a / PAGE_SIZE)].bytes[(a % PAGE_SIZE) as usize];
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,53 @@
+//! The FP method: where the frame-pointer chain (x86-64, AArch64) or the
+//! s390x back chain says the caller's frame is. Like the kernel's
+//! `unwind_user_fp_get_frame()`, this only describes the frame; the shared
+//! step applies it with the usual checks.
+
+use super::{CfaBase, Found, Frame, Rule, StepError, Walk};
+
+/// The caller's frame as the FP convention of the walk's architecture
+/// describes it.
+pub(super) fn frame(walk: &Walk<'_>) -> Result<Found, StepError> {
+    let arch = walk.arch;
+    if let Some(layout) = arch.fp_frame() {
+        // `ARCH_INIT_USER_FP_FRAME`: CFA = FP + 2 words, RA and the caller's
+        // FP saved just below it (x86-64 push/mov, the AArch64 frame record).
+        // The x86 function-entry variant needs a uprobe, which the model lacks.
+        return Ok(Found::Frame(Frame {
+            cfa_base: CfaBase::Fp,
+            cfa_offset: layout.cfa_off,
+            cfa_deref: false,
+            sp_off: 0,
+            ra: Rule::Cfa { offset: layout.ra_off, deref: true },
+            fp: Rule::Cfa { offset: layout.fp_off, deref: true },
+            ra_mangled: false,
+        }));
+    }
+    let Some(ra_slot) = arch.back_chain() else {
+        return Err(StepError::Check("the architecture has no frame-pointer convention"));
+    };
+    // s390x v4 series: the word at SP is the caller's SP (the back chain);
+    // 0 marks the outermost frame. The series expresses the caller as an
+    // SP-based CFA (caller SP + 160) so the shared step checks that the
+    // caller's SP is above this one (the topmost frame may keep it) and
+    // aligned; RA is the caller's r14 slot. FP cannot be recovered and
+    // becomes 0, so a later FP-based SFrame rule fails instead of using a
+    // stale value. The vDSO wrapper frame special case is not modelled,
+    // and 64-bit offsets replace the series' s32 ones (they differ only for
+    // back chains jumping more than 2 GiB).
+    let state = walk.state;
+    let caller_sp = walk.load(state.sp)?;
+    if caller_sp == 0 {
+        return Ok(Found::Outermost);
+    }
+    let sp_off = arch.sp_from_cfa();
+    Ok(Found::Frame(Frame {
+        cfa_base: CfaBase::Sp,
+        cfa_offset: (caller_sp.wrapping_sub(state.sp) as i64).wrapping_sub(sp_off),
+        cfa_deref: false,
+        sp_off,
+        ra: Rule::Cfa { offset: ra_slot + sp_off, deref: true },
+        fp: Rule::Zero,
+        ra_mangled: false,
+    }))
+}

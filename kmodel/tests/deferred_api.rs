@@ -1,0 +1,250 @@
+//! `kernel/unwind/deferred.c` behaviours, one test per rule of the
+//! reference (§2, §4, §5), on a synthetic frame-pointer stack.
+
+mod support;
+
+use kmodel::arch::Arch;
+use kmodel::event::{EntryReason, EventKind};
+use kmodel::kernel::{ExitPath, Kernel, KernelOptions, KernelVersion, EBUSY, EINVAL};
+use kmodel::tracer::{stitch, PerfScope, UserChain, UserStackMode};
+use support::{expected_trace, fp_stack};
+
+fn world(opts: KernelOptions) -> Kernel {
+    let mut k = Kernel::new(opts);
+    k.check = true;
+    k
+}
+
+fn callbacks(k: &Kernel) -> Vec<(usize, u64, usize)> {
+    k.events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Callback { work, cookie, nr } => Some((work.0, cookie.id(), *nr)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn init_allocates_bits_lowest_first_and_runs_out_with_ebusy() {
+    let mut k = world(KernelOptions::default());
+    let mut works = Vec::new();
+    for i in 0..62 {
+        let (w, ret) = k.unwind_deferred_init(&format!("t{i}"));
+        assert_eq!(ret, 0);
+        assert_eq!(k.works[w.0].bit, i + 2, "bits 0 and 1 are PENDING and USED");
+        works.push(w);
+    }
+    let (_, ret) = k.unwind_deferred_init("one too many");
+    assert_eq!(ret, EBUSY);
+    // A cancelled tracer's bit is reused, lowest first.
+    k.unwind_deferred_cancel(works[5]);
+    k.unwind_deferred_cancel(works[3]);
+    let (w, ret) = k.unwind_deferred_init("late");
+    assert_eq!((ret, k.works[w.0].bit), (0, 5));
+    // Newest registration first on the list.
+    assert_eq!(k.callbacks[0], w);
+    assert!(k.take_violations().is_empty());
+}
+
+#[test]
+fn one_cookie_one_unwind_per_entry_and_each_tracer_called_once() {
+    let (mem, regs) = fp_stack(Arch::X86_64, 3);
+    let mut k = world(KernelOptions::default());
+    let (a, _) = k.unwind_deferred_init("a");
+    let (b, _) = k.unwind_deferred_init("b");
+    let (c, _) = k.unwind_deferred_init("c");
+    let mm = k.new_mm(Arch::X86_64);
+    let t = k.spawn("task", mm, 0);
+    k.enter(t, EntryReason::Syscall, regs.clone(), &mem);
+    let (r1, c1) = k.unwind_deferred_request(0, a);
+    let (r2, c2) = k.unwind_deferred_request(0, a);
+    let (r3, c3) = k.nmi_request(0, b, None, &mem);
+    assert_eq!((r1, r2, r3), (0, 1, 0), "first request queues, a repeat returns 1, another tracer joins");
+    assert_eq!((c1, c2), (c1, c3));
+    // Cookie: CPU 0 + 1 in the low half, counter 3 (first odd value) above.
+    assert_eq!(c1.id(), (3 << 32) | 1);
+    k.return_to_user(t, &mem);
+    let calls = callbacks(&k);
+    // Newest first: b before a; c did not ask.
+    assert_eq!(calls, vec![(b.0, c1.id(), 4), (a.0, c1.id(), 4)]);
+    assert!(!calls.iter().any(|(w, ..)| *w == c.0));
+    assert_eq!(k.stats.unwinds, 1);
+    let trace = match &k.tracers.perf.first() {
+        Some(_) => unreachable!(),
+        None => k.task(t).info.cache.as_ref().map(|c| c.entries.clone()).unwrap_or_default(),
+    };
+    assert_eq!(trace, expected_trace(3));
+    // Reset on return: the next entry gets the next counter value.
+    assert_eq!(k.task(t).info.mask, 0);
+    k.enter(t, EntryReason::Syscall, regs, &mem);
+    let (_, c4) = k.unwind_deferred_request(0, c);
+    assert_eq!(c4.id(), (5 << 32) | 1);
+    k.return_to_user(t, &mem);
+    assert!(k.take_violations().is_empty(), "{:?}", k.take_violations());
+}
+
+#[test]
+fn requests_are_refused_where_the_kernel_refuses_them() {
+    let (mem, regs) = fp_stack(Arch::X86_64, 2);
+    let mut k = world(KernelOptions { nmi_safe_cmpxchg: false, ..KernelOptions::default() });
+    let (a, _) = k.unwind_deferred_init("a");
+    let kt = k.spawn_kthread("kworker", 1);
+    k.schedule(kt);
+    assert_eq!(k.unwind_deferred_request(1, a).0, EINVAL, "kernel thread");
+    let mm = k.new_mm(Arch::X86_64);
+    let t = k.spawn("task", mm, 0);
+    k.enter(t, EntryReason::Syscall, regs, &mem);
+    assert_eq!(k.nmi_request(0, a, None, &mem).0, EINVAL, "NMI without NMI-safe cmpxchg");
+    let (ret, cookie) = k.unwind_deferred_request(0, a);
+    assert_eq!(ret, 0);
+    assert!(!cookie.is_none());
+    k.unwind_deferred_cancel(a);
+    let (ret, cookie) = k.unwind_deferred_request(0, a);
+    assert_eq!((ret, cookie.is_none()), (EINVAL, true), "cancelled work");
+    k.return_to_user(t, &mem);
+    assert!(callbacks(&k).is_empty(), "a cancelled tracer is never called back");
+    assert!(k.take_violations().is_empty());
+}
+
+fn exit_with_pending(path: ExitPath, depth: usize) -> (Vec<(usize, u64, usize)>, Kernel) {
+    let (mem, regs) = fp_stack(Arch::X86_64, depth);
+    let mut k = world(KernelOptions { exit_path: path, copy_on_exit_bytes: 0x300, ..KernelOptions::default() });
+    let (a, _) = k.unwind_deferred_init("a");
+    let mm = k.new_mm(Arch::X86_64);
+    let t = k.spawn("task", mm, 0);
+    k.enter(t, EntryReason::Syscall, regs, &mem);
+    assert_eq!(k.nmi_request(0, a, None, &mem).0, 0);
+    k.exit(t, 0, &mem);
+    assert_eq!(k.unwind_deferred_request(0, a).0, EINVAL, "no request after PF_EXITING");
+    (callbacks(&k), k)
+}
+
+#[test]
+fn exit_paths_differ_in_what_they_deliver() {
+    let (up, mut k) = exit_with_pending(ExitPath::Upstream, 3);
+    assert_eq!(up.len(), 1);
+    assert_eq!(up[0].2, 4, "upstream: the whole stack, before exit_mm");
+    assert!(k.take_violations().is_empty());
+    let (old, _) = exit_with_pending(ExitPath::V6_17, 3);
+    assert_eq!(old[0].2, 4);
+    let (none, mut k) = exit_with_pending(ExitPath::None, 3);
+    assert_eq!(none, vec![(none[0].0, none[0].1, 0)], "none: called, with an empty stack (lost)");
+    assert!(k.take_violations().is_empty(), "an empty trace still satisfies exactly-once");
+    let (eager, _) = exit_with_pending(ExitPath::UnwindAtSyscallEntry, 3);
+    assert_eq!(eager[0].2, 4, "cached at syscall entry, delivered after exit_mm");
+    // Copy-on-exit copies 0x300 bytes: frames are 0x100 apart above SP+0x40.
+    let (copy, k) = exit_with_pending(ExitPath::CopyOnExit, 6);
+    assert!(copy[0].2 > 1 && copy[0].2 < 7, "truncated to the copied bytes: {copy:?}");
+    assert!(k.stats.copied_bytes == 0x300);
+}
+
+#[test]
+fn migrated_task_record_lands_on_the_other_cpu_and_is_stitched() {
+    let (mem, regs) = fp_stack(Arch::X86_64, 3);
+    let mut k = world(KernelOptions::default());
+    let session = k.add_perf("perf", PerfScope::CpuWide, UserStackMode::Deferred);
+    let mm = k.new_mm(Arch::X86_64);
+    let t = k.spawn("task", mm, 0);
+    k.enter(t, EntryReason::Syscall, regs, &mem);
+    k.nmi(0, None, &mem);
+    k.advance(1000);
+    k.sleep(t);
+    k.migrate(t, 1);
+    k.wake(t);
+    k.return_to_user(t, &mem);
+    let buffers = &k.tracers.perf[session].buffers;
+    assert_eq!(buffers[0].len(), 1, "the sample on CPU 0");
+    assert_eq!(buffers[1].len(), 1, "the deferred callchain on CPU 1");
+    let stitched = stitch(buffers);
+    assert_eq!(stitched.len(), 1);
+    assert_eq!(stitched[0].user.as_deref(), Some(&expected_trace(3)[..]));
+    assert_eq!(stitched[0].deferred_cpu, Some(1));
+    assert!(matches!(&k.tracers.perf[session].buffers[0][0],
+        kmodel::tracer::PerfRecord::Sample { user: UserChain::Deferred { cookie }, .. } if cookie.cpu == 1));
+    assert!(k.take_violations().is_empty());
+}
+
+#[test]
+fn nmi_from_user_mode_v6_19_reenters_at_once_v6_17_unwinds_a_later_stack() {
+    for version in [KernelVersion::V6_19, KernelVersion::V6_17] {
+        let (mut mem, regs) = fp_stack(Arch::X86_64, 3);
+        let mut k = world(KernelOptions { version, ..KernelOptions::default() });
+        let (a, _) = k.unwind_deferred_init("a");
+        let mm = k.new_mm(Arch::X86_64);
+        let t = k.spawn("task", mm, 0);
+        k.schedule(t);
+        let (ret, cookie) = k.nmi_request(0, a, Some(regs.clone()), &mem);
+        assert_eq!(ret, 0);
+        // The task runs on in user mode and makes a system call elsewhere.
+        let mut later = regs.clone();
+        later.pc = 0x40_2000;
+        mem.write_word(0, 0, false);
+        k.enter(t, EntryReason::Syscall, later, &mem);
+        k.return_to_user(t, &mem);
+        let calls = callbacks(&k);
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].1, cookie.id());
+        let violations = k.take_violations();
+        match version {
+            KernelVersion::V6_19 => assert!(violations.is_empty(), "{violations:?}"),
+            // The v6.17 bug: the work waits for the next exit and delivers
+            // the stack of that later entry under the earlier cookie.
+            KernelVersion::V6_17 => assert!(violations.iter().any(|v| v.invariant == "B6"), "{violations:?}"),
+        }
+    }
+}
+
+/// The point of deferring: `.sframe` pages that are not resident at NMI
+/// time are faulted in by the task-work unwind; an in-NMI SFrame walk
+/// (no faults allowed) fails on them.
+#[test]
+fn sframe_pages_not_resident_at_nmi_time_are_faulted_in_by_the_deferred_unwind() {
+    use kmodel::memory::{Access, UserMemory};
+    use kmodel::sframe::write::{encode, RawFunction, RawRow, RawSection};
+    use kmodel::sframe::{Abi, Version};
+    use kmodel::unwind::{unwind_user, UnwindConfig};
+
+    // main (0x401000..0x401100) called by start (0x402000..0x402100); both
+    // keep a frame-less SFrame row: CFA = SP + 8 after the call.
+    let (mut mem, _) = fp_stack(Arch::X86_64, 1);
+    let sp = support::STACK_TOP - 0x2000;
+    mem.write_word(sp, 0x40_2010, false); // return address into start
+    let section = 0x60_0000;
+    let functions = vec![
+        RawFunction::new(0x40_1000, 0x100, vec![RawRow::new(0, true, &[8])]),
+        RawFunction::new(0x40_2000, 0x100, vec![RawRow::new(0, true, &[])]), // outermost
+    ];
+    let table = RawSection {
+        version: Version::V3,
+        abi: Abi::Amd64,
+        flags: 0x5,
+        cfa_fixed_fp_offset: 0,
+        cfa_fixed_ra_offset: -8,
+        functions,
+    };
+    let bytes = encode(&table, section).unwrap();
+    mem.write(section, &bytes);
+    let mut k = world(KernelOptions::default());
+    let (a, _) = k.unwind_deferred_init("a");
+    let mm = k.new_mm(Arch::X86_64);
+    k.add_sframe(mm, &mem, (section, section + bytes.len() as u64), (0x40_0000, 0x41_0000)).unwrap();
+    let t = k.spawn("task", mm, 0);
+    let regs = kmodel::arch::UserRegs::new(Arch::X86_64, 0x40_1010, sp, 0, 0);
+    mem.evict(section, bytes.len() as u64);
+    assert!(!mem.is_resident(section));
+    // In NMI context the SFrame walk cannot fault the section in.
+    let cfg = UnwindConfig::default();
+    let nmi = unwind_user(&regs, &mem, &mut k.mms[mm.0].sframe.clone(), Access::NoFault, &cfg);
+    assert!(nmi.would_fault, "{nmi:?}");
+    assert_eq!(nmi.entries, vec![0x40_1010]);
+    assert_eq!(mem.fault_count(), 0, "a failed no-fault read has no side effect");
+    // Deferred: the NMI only requests; the task-work unwind may fault.
+    k.enter(t, EntryReason::Irq, regs, &mem);
+    assert_eq!(k.nmi_request(0, a, None, &mem).0, 0);
+    k.return_to_user(t, &mem);
+    assert_eq!(callbacks(&k), vec![(a.0, (3 << 32) | 1, 2)]);
+    assert!(mem.fault_count() >= 1, "the fault was taken in task context and counted");
+    assert_eq!(k.stats.task_faults, mem.fault_count());
+    assert!(k.take_violations().is_empty());
+}
