@@ -248,3 +248,45 @@ fn sframe_pages_not_resident_at_nmi_time_are_faulted_in_by_the_deferred_unwind()
     assert_eq!(k.stats.task_faults, mem.fault_count());
     assert!(k.take_violations().is_empty());
 }
+
+/// perf + ftrace + BPF on one task: each tracer is called once per cookie
+/// with the same stack; ftrace logs the cookie at its event and the stack
+/// at the callback; BPF keeps the stack in its map; the classic baselines
+/// write the stack (or a copy of it) into every sample, and cost bytes.
+#[test]
+fn perf_ftrace_and_bpf_share_one_unwind_and_baselines_cost_bytes() {
+    use kmodel::tracer::{FtraceEntry, PerfRecord};
+    let (mem, regs) = fp_stack(Arch::X86_64, 3);
+    let mut k = world(KernelOptions::default());
+    let deferred = k.add_perf("deferred", PerfScope::CpuWide, UserStackMode::Deferred);
+    let fp = k.add_perf("fp", PerfScope::CpuWide, UserStackMode::FpInNmi);
+    let copy = k.add_perf("copy", PerfScope::CpuWide, UserStackMode::CopyStack { bytes: 1024 });
+    let ftrace = k.add_ftrace("ftrace").unwrap();
+    let bpf = k.add_bpf("bpf").unwrap();
+    let mm = k.new_mm(Arch::X86_64);
+    let t = k.spawn("task", mm, 0);
+    k.enter(t, EntryReason::Syscall, regs, &mem); // ftrace's event: system-call entry
+    for _ in 0..10 {
+        k.advance(10);
+        k.nmi(0, None, &mem);
+    }
+    k.return_to_user(t, &mem);
+    assert_eq!(k.stats.unwinds, 1, "one unwind served every tracer");
+    let calls = callbacks(&k);
+    assert_eq!(calls.len(), 3, "perf, ftrace and BPF once each: {calls:?}");
+    assert!(calls.iter().all(|&(_, cookie, nr)| cookie == calls[0].1 && nr == 4));
+    let f = &k.tracers.ftrace[ftrace].buffers[0];
+    assert!(matches!(f[0], FtraceEntry::Cookie { .. }) && matches!(f[1], FtraceEntry::Stack { .. }));
+    assert_eq!(k.tracers.bpf[bpf].stacks.values().next().unwrap(), &expected_trace(3));
+    let stitched = stitch(&k.tracers.perf[deferred].buffers);
+    assert_eq!(stitched.len(), 10);
+    assert!(stitched.iter().all(|s| s.user.as_deref() == Some(&expected_trace(3)[..])));
+    for session in [fp, copy] {
+        let s = stitch(&k.tracers.perf[session].buffers);
+        assert!(s.iter().all(|s| s.user.as_deref() == Some(&expected_trace(3)[..])), "{s:?}");
+    }
+    let bytes = |i: usize| k.tracers.perf[i].buffers.iter().flatten().map(PerfRecord::bytes).sum::<u64>();
+    assert!(bytes(deferred) < bytes(fp), "ten short samples + one stack < ten stacks");
+    assert!(bytes(copy) > 10 * 1024, "the copy baseline writes the stack bytes every time");
+    assert!(k.take_violations().is_empty());
+}
