@@ -2,6 +2,7 @@
 
 use clap::{Parser, Subcommand};
 
+mod exec;
 mod sframe;
 mod sframe_gen;
 
@@ -18,6 +19,9 @@ enum Command {
     /// Read, check and query SFrame (.sframe) sections.
     #[command(subcommand)]
     Sframe(sframe::SframeCommand),
+    /// Run a static x86-64, AArch64 or s390x program under the emulator
+    /// (options go before ELF); exits with the program's status.
+    Exec(exec::ExecArgs),
 }
 
 /// Exit status for a run that found nothing wrong.
@@ -38,6 +42,7 @@ pub fn main() -> i32 {
     };
     match cli.command {
         Command::Sframe(cmd) => sframe::run(cmd),
+        Command::Exec(args) => exec::run(args),
     }
 }
 

@@ -1,0 +1,204 @@
+//! The three guest architectures behind one small trait.
+//!
+//! What differs between x86-64, AArch64 and s390x is kept here, as data in an
+//! [`ArchInfo`] table where possible and as [`Machine`] trait methods where
+//! code is needed (CPU set-up, the TLS register, how a syscall is entered).
+//! Everything else in the crate is written once against these.
+
+pub(crate) mod aarch64;
+pub(crate) mod s390x;
+pub(crate) mod x86_64;
+
+use crate::bytes::Endian;
+use crate::engine::Shared;
+use unicorn_engine::{uc_error, Unicorn};
+
+/// A guest architecture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Arch {
+    /// x86-64 (AMD64), little-endian.
+    X86_64,
+    /// AArch64 (arm64), little-endian.
+    Aarch64,
+    /// s390x (z/Architecture), big-endian.
+    S390x,
+}
+
+impl Arch {
+    /// All architectures, in a fixed order.
+    pub const ALL: [Arch; 3] = [Arch::X86_64, Arch::Aarch64, Arch::S390x];
+
+    /// The architecture's machine description.
+    pub fn machine(self) -> &'static dyn Machine {
+        match self {
+            Arch::X86_64 => &x86_64::X86_64,
+            Arch::Aarch64 => &aarch64::Aarch64,
+            Arch::S390x => &s390x::S390x,
+        }
+    }
+
+    /// The architecture's constant facts.
+    pub fn info(self) -> &'static ArchInfo {
+        self.machine().info()
+    }
+
+    /// The usual name (`x86_64`, `aarch64`, `s390x`).
+    pub fn name(self) -> &'static str {
+        self.info().name
+    }
+
+    /// The architecture whose ELF `e_machine` this is.
+    pub fn from_elf_machine(e_machine: u16) -> Option<Arch> {
+        Arch::ALL.into_iter().find(|arch| arch.info().elf_machine == e_machine)
+    }
+
+    /// Position of this architecture in per-architecture columns (syscall numbers).
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl std::fmt::Display for Arch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Which registers carry a system call's number, arguments and result.
+#[derive(Debug)]
+pub struct SyscallConv {
+    /// Register holding the number (s390x: only when the `svc` immediate is 0).
+    pub nr: i32,
+    /// Registers holding arguments 1 to 6.
+    pub args: [i32; 6],
+    /// Register receiving the result.
+    pub ret: i32,
+}
+
+/// How a system call reaches the emulator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyscallEntry {
+    /// x86-64 `syscall`: only an instruction hook sees it; Unicorn moves the
+    /// PC past the instruction itself.
+    Instruction,
+    /// An interrupt with this number (`svc` on AArch64 and s390x).
+    Interrupt(u32),
+}
+
+/// Offsets and widths of the fields of the kernel's `struct stat`.
+#[derive(Debug)]
+pub struct StatLayout {
+    /// Size of the whole structure.
+    pub size: usize,
+    /// `(field, offset, width)` for every field the emulator fills.
+    pub fields: &'static [(StatField, usize, usize)],
+}
+
+/// A field of `struct stat`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatField {
+    /// `st_dev`.
+    Dev,
+    /// `st_ino`.
+    Ino,
+    /// `st_nlink`.
+    Nlink,
+    /// `st_mode`.
+    Mode,
+    /// `st_uid`.
+    Uid,
+    /// `st_gid`.
+    Gid,
+    /// `st_rdev`.
+    Rdev,
+    /// `st_size`.
+    Size,
+    /// `st_blksize`.
+    Blksize,
+    /// `st_blocks`.
+    Blocks,
+    /// `st_atime`, `st_mtime` and `st_ctime` seconds (all three get the same value).
+    Time,
+}
+
+/// Constant facts about an architecture.
+#[derive(Debug)]
+pub struct ArchInfo {
+    /// Which architecture this describes.
+    pub arch: Arch,
+    /// The usual name, also the Linux `uname -m`.
+    pub name: &'static str,
+    /// Unicorn's architecture.
+    pub uc_arch: unicorn_engine::Arch,
+    /// Unicorn's mode.
+    pub uc_mode: unicorn_engine::Mode,
+    /// Byte order of data shared with the kernel.
+    pub endian: Endian,
+    /// ELF `e_machine`.
+    pub elf_machine: u16,
+    /// Program counter register.
+    pub pc: i32,
+    /// Stack pointer register.
+    pub sp: i32,
+    /// Frame pointer register (rbp, x29, r11).
+    pub fp: i32,
+    /// Link register holding a return address, if the architecture has one.
+    pub ra: Option<i32>,
+    /// General registers in DWARF register-number order.
+    pub gprs: &'static [i32],
+    /// Names of [`ArchInfo::gprs`].
+    pub gpr_names: &'static [&'static str],
+    /// The system call convention.
+    pub syscall: SyscallConv,
+    /// How system calls are entered.
+    pub entry: SyscallEntry,
+    /// `AT_HWCAP`: features glibc may rely on, limited to what Unicorn's CPU has.
+    pub hwcap: u64,
+    /// `AT_PLATFORM`.
+    pub platform: &'static str,
+    /// Load address of a static-PIE program (Linux's `ELF_ET_DYN_BASE` idea,
+    /// fixed because there is no address-space randomisation here).
+    pub pie_base: u64,
+    /// The kernel's `struct stat`.
+    pub stat: &'static StatLayout,
+    /// `mmap` takes a pointer to its six arguments (s390x's old mmap).
+    pub mmap_args_in_memory: bool,
+    /// Bytes below the stack pointer a signal frame must not touch.
+    pub red_zone: u64,
+    /// Code that calls `rt_sigreturn` (the vDSO trampoline).
+    pub sigreturn_code: &'static [u8],
+    /// Code that calls the old `sigreturn`, where there is one (s390x).
+    pub old_sigreturn_code: &'static [u8],
+}
+
+/// What the emulator needs to know to run code of one architecture.
+pub trait Machine: Sync {
+    /// Constant facts.
+    fn info(&self) -> &'static ArchInfo;
+
+    /// Sets the CPU up as Linux leaves it at a program's entry: PC at `entry`,
+    /// SP at `sp`, every other general register zero.
+    fn init_cpu(&self, uc: &mut Unicorn<'_, Shared>, entry: u64, sp: u64) -> Result<(), uc_error> {
+        let info = self.info();
+        for &reg in info.gprs {
+            uc.reg_write(reg, 0)?;
+        }
+        uc.reg_write(info.sp, sp)?;
+        uc.reg_write(info.pc, entry)
+    }
+
+    /// The thread pointer (x86-64 FS base, TPIDR_EL0, s390x a0:a1).
+    fn tls(&self, uc: &Unicorn<'_, Shared>) -> Result<u64, uc_error>;
+
+    /// Sets the thread pointer.
+    fn set_tls(&self, uc: &mut Unicorn<'_, Shared>, value: u64) -> Result<(), uc_error>;
+
+    /// Called from the syscall hook, while the CPU is inside the trap: returns
+    /// the syscall number and leaves the PC after the trapping instruction.
+    fn take_syscall(&self, uc: &mut Unicorn<'_, Shared>) -> Result<u64, uc_error> {
+        uc.reg_read(self.info().syscall.nr)
+    }
+
+    /// The signal Linux sends for interrupt `intno` other than a syscall.
+    fn interrupt_signal(&self, intno: u32) -> u32;
+}

@@ -1,0 +1,263 @@
+//! s390x (z/Architecture, big-endian).
+//!
+//! Unicorn starts an s390x CPU as a machine would after reset, not as Linux
+//! leaves a user process: 24-bit addressing and no additional floating-point
+//! registers. [`S390x::init_cpu`] fixes both. Syscalls arrive with the PC
+//! still on the `svc`, and the number is usually the `svc` immediate.
+
+use super::{Arch, ArchInfo, Machine, StatField as F, StatLayout, SyscallConv, SyscallEntry};
+use crate::bytes::{Endian, GuestStruct};
+use crate::emulator::Emulator;
+use crate::engine::Shared;
+use crate::sigframe::{self, Delivery, Frames};
+use crate::signal;
+use crate::syscall::SysError;
+use unicorn_engine::{uc_error, Mode, RegisterS390X as R, Unicorn};
+
+/// The s390x machine.
+pub(crate) struct S390x;
+
+/// s390x's own `struct stat` (times before `st_blksize`).
+static STAT: StatLayout = StatLayout {
+    size: 144,
+    fields: &[
+        (F::Dev, 0, 8),
+        (F::Ino, 8, 8),
+        (F::Nlink, 16, 8),
+        (F::Mode, 24, 4),
+        (F::Uid, 28, 4),
+        (F::Gid, 32, 4),
+        (F::Rdev, 40, 8),
+        (F::Size, 48, 8),
+        (F::Time, 56, 8),
+        (F::Time, 72, 8),
+        (F::Time, 88, 8),
+        (F::Blksize, 104, 8),
+        (F::Blocks, 112, 8),
+    ],
+};
+
+/// Unicorn's `svc` interrupt (QEMU's `EXCP_SVC`).
+const EXCP_SVC: u32 = 2;
+/// PSW mask bits 31 and 32: extended and basic addressing, i.e. 64-bit mode.
+const PSW_MASK_64BIT: u64 = 0x1_8000_0000;
+/// CR0 bit 45: additional floating-point registers (f1–f7, f8–f15 beyond the classic four).
+const CR0_AFP: u64 = 0x4_0000;
+/// CR0 bit 46: vector facility enable.
+const CR0_VECTOR: u64 = 0x2_0000;
+/// `svc` is `0x0a`, then the 8-bit syscall number.
+const SVC_OPCODE: u8 = 0x0a;
+/// Length of the `svc` instruction.
+const SVC_LEN: u64 = 2;
+
+static INFO: ArchInfo = ArchInfo {
+    arch: Arch::S390x,
+    name: "s390x",
+    uc_arch: unicorn_engine::Arch::S390X,
+    uc_mode: Mode::BIG_ENDIAN,
+    endian: Endian::Big,
+    elf_machine: goblin::elf::header::EM_S390,
+    pc: R::PC as i32,
+    sp: R::R15 as i32,
+    fp: R::R11 as i32,
+    ra: Some(R::R14 as i32),
+    gprs: &[
+        R::R0 as i32,
+        R::R1 as i32,
+        R::R2 as i32,
+        R::R3 as i32,
+        R::R4 as i32,
+        R::R5 as i32,
+        R::R6 as i32,
+        R::R7 as i32,
+        R::R8 as i32,
+        R::R9 as i32,
+        R::R10 as i32,
+        R::R11 as i32,
+        R::R12 as i32,
+        R::R13 as i32,
+        R::R14 as i32,
+        R::R15 as i32,
+    ],
+    gpr_names: &["r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15"],
+    syscall: SyscallConv {
+        nr: R::R1 as i32,
+        args: [R::R2 as i32, R::R3 as i32, R::R4 as i32, R::R5 as i32, R::R6 as i32, R::R7 as i32],
+        ret: R::R2 as i32,
+    },
+    entry: SyscallEntry::Interrupt(EXCP_SVC),
+    // ESAN3, ZARCH, STFLE, LDISP, EIMM, HIGH_GPRS. No VXRS: glibc then keeps to
+    // its z196 baseline routines, which Unicorn's CPU model fully implements.
+    hwcap: 0x237,
+    platform: "z900",
+    pie_base: 0x2aa_0000_0000,
+    stat: &STAT,
+    mmap_args_in_memory: true,
+    red_zone: 0,
+    // The vDSO's __kernel_rt_sigreturn and __kernel_sigreturn: svc 173, svc 119.
+    sigreturn_code: &[0x0a, 0xad],
+    old_sigreturn_code: &[0x0a, 0x77],
+};
+
+impl Machine for S390x {
+    fn info(&self) -> &'static ArchInfo {
+        &INFO
+    }
+
+    fn init_cpu(&self, uc: &mut Unicorn<'_, Shared>, entry: u64, sp: u64) -> Result<(), uc_error> {
+        for &reg in INFO.gprs {
+            uc.reg_write(reg, 0)?;
+        }
+        let mask = uc.reg_read(R::PSWM)?;
+        uc.reg_write(R::PSWM, mask | PSW_MASK_64BIT)?;
+        let cr0 = uc.reg_read(R::CR0)?;
+        uc.reg_write(R::CR0, cr0 | CR0_AFP | CR0_VECTOR)?;
+        uc.reg_write(INFO.sp, sp)?;
+        uc.reg_write(INFO.pc, entry)
+    }
+
+    fn tls(&self, uc: &Unicorn<'_, Shared>) -> Result<u64, uc_error> {
+        // glibc keeps the high half of the thread pointer in a0, the low half in a1.
+        let high = uc.reg_read(R::A0)? & 0xffff_ffff;
+        let low = uc.reg_read(R::A1)? & 0xffff_ffff;
+        Ok(high << 32 | low)
+    }
+
+    fn set_tls(&self, uc: &mut Unicorn<'_, Shared>, value: u64) -> Result<(), uc_error> {
+        uc.reg_write(R::A0, value >> 32)?;
+        uc.reg_write(R::A1, value & 0xffff_ffff)
+    }
+
+    fn take_syscall(&self, uc: &mut Unicorn<'_, Shared>) -> Result<u64, uc_error> {
+        let pc = uc.reg_read(R::PC)?;
+        let mut insn = [0u8; 2];
+        uc.mem_read(pc, &mut insn)?;
+        // glibc uses `svc N` for numbers below 256 and `svc 0` with r1 above.
+        let nr = match insn {
+            [SVC_OPCODE, n] if n != 0 => u64::from(n),
+            _ => uc.reg_read(R::R1)?,
+        };
+        uc.reg_write(R::PC, pc + SVC_LEN)?;
+        Ok(nr)
+    }
+
+    fn interrupt_signal(&self, _intno: u32) -> u32 {
+        // A program check (interrupt 3) without its code: illegal instructions
+        // (including gcc's __builtin_trap) are by far the common cause, since
+        // bad addresses are caught by the page table before the CPU sees them.
+        signal::SIGILL
+    }
+}
+
+/// The register save area the ABI gives every frame (`__SIGNAL_FRAMESIZE`).
+const CALLEE_AREA: usize = 160;
+/// `siginfo` in the rt frame (after the save area and the 2-byte `svc_insn`, 8-aligned).
+const RT_INFO: usize = 168;
+/// `struct ucontext_extended` in the rt frame.
+const RT_UC: usize = RT_INFO + crate::sigframe::SIGINFO_SIZE;
+/// `uc_mcontext` (`_sigregs`) and `uc_sigmask` in the rt frame.
+const RT_SIGREGS: usize = RT_UC + 40;
+const RT_SIGMASK: usize = RT_SIGREGS + SIGREGS_SIZE;
+/// The rt frame without `_sigregs_ext`, which Linux adds only with the
+/// vector facility (not advertised here).
+const RT_FRAME_SIZE: usize = RT_UC + 512;
+/// Old-style frame: `struct sigcontext` (oldmask, `_sigregs *`), `_sigregs`, `signo`.
+const OLD_SC: usize = CALLEE_AREA;
+const OLD_SIGREGS: usize = OLD_SC + 16;
+const OLD_SIGNO: usize = OLD_SIGREGS + SIGREGS_SIZE;
+const OLD_FRAME_SIZE: usize = 536;
+/// `_sigregs`: PSW (16), 16 GPRs, 16 access registers (4 bytes), FPC + pad, 16 FPRs.
+const SIGREGS_SIZE: usize = 16 + 128 + 64 + 8 + 128;
+/// PSW bits user code may change through a signal frame: condition code and program mask.
+const PSW_MASK_USER: u64 = 0x0000_3f00_0000_0000;
+
+fn ar(i: usize) -> i32 {
+    R::A0 as i32 + i as i32
+}
+
+fn fpr(i: usize) -> i32 {
+    R::F0 as i32 + i as i32
+}
+
+/// Stores the interrupted state as `_sigregs` at `at` (`save_sigregs`).
+fn save_sigregs(emu: &Emulator, f: &mut GuestStruct, at: usize) -> Result<(), SysError> {
+    f.set(at, 8, emu.reg(R::PSWM as i32)?).set(at + 8, 8, emu.reg(R::PC as i32)?);
+    for i in 0..16 {
+        f.set(at + 16 + 8 * i, 8, emu.reg(INFO.gprs[i])?);
+        f.set(at + 144 + 4 * i, 4, emu.reg(ar(i))? & 0xffff_ffff);
+        f.set(at + 216 + 8 * i, 8, emu.reg(fpr(i))?);
+    }
+    f.set(at + 208, 4, emu.reg(R::FPC as i32)? & 0xffff_ffff);
+    Ok(())
+}
+
+/// Loads `_sigregs` from `at` (`restore_sigregs`).
+fn restore_sigregs(emu: &mut Emulator, f: &GuestStruct, at: usize) -> Result<(), SysError> {
+    let mask = emu.reg(R::PSWM as i32)?;
+    emu.set_reg(R::PSWM as i32, (mask & !PSW_MASK_USER) | (f.get(at, 8) & PSW_MASK_USER))?;
+    emu.set_reg(R::PC as i32, f.get(at + 8, 8))?;
+    for i in 0..16 {
+        emu.set_reg(INFO.gprs[i], f.get(at + 16 + 8 * i, 8))?;
+        emu.set_reg(ar(i), f.get(at + 144 + 4 * i, 4))?;
+        emu.set_reg(fpr(i), f.get(at + 216 + 8 * i, 8))?;
+    }
+    emu.set_reg(R::FPC as i32, f.get(at + 208, 4))?;
+    Ok(())
+}
+
+impl Frames for S390x {
+    fn push(&self, emu: &mut Emulator, d: &Delivery) -> Result<(), SysError> {
+        // Without SA_SIGINFO Linux builds the old frame, with a different layout
+        // and return path (sigreturn, not rt_sigreturn).
+        let rt = d.action.flags & crate::sigframe::SA_SIGINFO != 0;
+        let size = if rt { RT_FRAME_SIZE } else { OLD_FRAME_SIZE };
+        let frame = d.stack_top.wrapping_sub(size as u64) & !7;
+        let old_sp = emu.reg(R::R15 as i32)?;
+        let mut f = GuestStruct::new(Endian::Big, size);
+        // The back chain links the frame to the interrupted one.
+        f.set(0, 8, old_sp);
+        if rt {
+            f.set_bytes(RT_INFO, &d.info);
+            sigframe::put_uc_stack(&mut f, RT_UC + 16, d.uc_stack);
+            save_sigregs(emu, &mut f, RT_SIGREGS)?;
+            f.set(RT_SIGMASK, 8, d.saved_mask);
+        } else {
+            f.set(OLD_SC, 8, d.saved_mask).set(OLD_SC + 8, 8, frame + OLD_SIGREGS as u64);
+            save_sigregs(emu, &mut f, OLD_SIGREGS)?;
+            f.set(OLD_SIGNO, 4, u64::from(d.sig));
+        }
+        emu.write(frame, &f.into_bytes())?;
+
+        emu.set_reg(R::R2 as i32, u64::from(d.sig))?;
+        if rt {
+            emu.set_reg(R::R3 as i32, frame + RT_INFO as u64)?;
+            emu.set_reg(R::R4 as i32, frame + RT_UC as u64)?;
+            emu.set_reg(R::R5 as i32, 0)?;
+        } else {
+            emu.set_reg(R::R3 as i32, frame + OLD_SC as u64)?;
+            if d.fault_addr != 0 {
+                // Synchronous signals also get the interruption code and address.
+                emu.set_reg(R::R4 as i32, 0)?;
+                emu.set_reg(R::R5 as i32, d.fault_addr)?;
+                emu.set_reg(R::R6 as i32, 0)?;
+            }
+        }
+        emu.set_reg(R::R14 as i32, d.restorer)?;
+        emu.set_reg(R::R15 as i32, frame)?;
+        emu.set_reg(R::PC as i32, d.action.handler)?;
+        Ok(())
+    }
+
+    fn pop(&self, emu: &mut Emulator, rt: bool) -> Result<u64, SysError> {
+        let frame = emu.reg(R::R15 as i32)?;
+        let size = if rt { RT_FRAME_SIZE } else { OLD_FRAME_SIZE };
+        let f = GuestStruct::from_bytes(Endian::Big, emu.read_vec(frame, size as u64)?);
+        if rt {
+            restore_sigregs(emu, &f, RT_SIGREGS)?;
+            Ok(f.get(RT_SIGMASK, 8))
+        } else {
+            restore_sigregs(emu, &f, OLD_SIGREGS)?;
+            Ok(f.get(OLD_SC, 8))
+        }
+    }
+}

@@ -1,0 +1,66 @@
+//! Deterministic emulation of static Linux programs on x86-64, AArch64 and
+//! s390x, built on Unicorn.
+//!
+//! [`Emulator`] loads a static (or static-PIE) ELF executable, builds the
+//! Linux initial stack, and runs it with a Linux system-call layer shared by
+//! the three architectures. Execution is deterministic: the clock is virtual
+//! (derived from the instruction count), randomness comes from a seed, and a
+//! run can be stopped at any instruction count and resumed with identical
+//! results. Guest memory tracks page residency, and the kernel side can read
+//! it faultably or not ([`ReadMode`]), also as an SFrame
+//! [`ByteSource`](kmodel::sframe::ByteSource) ([`GuestView`]).
+//!
+//! ```no_run
+//! use emu::{Config, Emulator, Exit};
+//! let mut emu = Emulator::load("hello", Config::default())?;
+//! assert_eq!(emu.run_to_exit()?, Exit::Code(0));
+//! print!("{}", String::from_utf8_lossy(emu.stdout()));
+//! # Ok::<(), emu::Error>(())
+//! ```
+//!
+//! # How it is built
+//!
+//! * **Architectures** ([`arch`]): one [`Machine`] trait, one small impl per
+//!   architecture; everything constant (registers, syscall convention,
+//!   `struct stat` layout, `AT_HWCAP`, trampolines) is an [`ArchInfo`] table.
+//! * **Memory** ([`memory`], [`engine`]): Unicorn runs with its *virtual*
+//!   TLB, whose fill hook consults the [`PageTable`]. A fill is the guest
+//!   touching a page: a non-resident page becomes resident and is counted as
+//!   a guest fault; a refused access is a SIGSEGV. Physical memory is
+//!   identity-mapped and mirrors the mapped areas. This one mechanism works on
+//!   all three architectures (s390x reports nothing usable otherwise), gives
+//!   per-page permissions and residency, and makes eviction a TLB flush.
+//! * **System calls** ([`syscall`]): one table keyed by name with the
+//!   numbers for each architecture; handlers are shared. A hook only records
+//!   the trap and stops the engine; the call is serviced outside it.
+//! * **Instruction count**: a per-instruction hook counts and stops the
+//!   engine *before* instruction N, so stop points are exact and runs with
+//!   and without stops execute the same instructions.
+//! * **Signals** ([`sigframe`]): handlers run on Linux's own frame layout for
+//!   each architecture, so unwinders can walk through them; the sigreturn
+//!   trampolines live in a vDSO-like page.
+
+#![warn(missing_docs)]
+
+pub mod arch;
+pub mod bytes;
+pub mod elf;
+mod emulator;
+pub mod engine;
+mod error;
+mod kernel;
+pub mod layout;
+pub mod memory;
+pub mod sigframe;
+pub mod signal;
+pub mod stack;
+pub mod syscall;
+mod view;
+
+pub use arch::{Arch, ArchInfo, Machine};
+pub use emulator::{Config, Emulator, Event, Exit, Regs, RunLimit, Stop};
+pub use error::Error;
+pub use kernel::{SigAction, Stdin};
+pub use memory::{Access, Area, AreaKind, MemFault, PageStats, PageTable, Perms, ReadMode, PAGE_SIZE};
+pub use syscall::SyscallRecord;
+pub use view::GuestView;

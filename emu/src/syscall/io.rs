@@ -1,0 +1,316 @@
+//! File descriptors: standard streams, read-only provided files, and what
+//! glibc asks about them (stat, ioctl, fcntl), plus readlink and getcwd.
+
+use super::errno::{EACCES, EBADF, EINVAL, ENOENT, ENOTTY, ERANGE, ESPIPE};
+use super::{fail, ok, SysResult, GID, UID};
+use crate::arch::StatField;
+use crate::bytes::GuestStruct;
+use crate::emulator::Emulator;
+use crate::memory::{Access, ReadMode};
+use std::rc::Rc;
+
+const AT_FDCWD: u64 = (-100i64) as u64;
+const AT_EMPTY_PATH: u64 = 0x1000;
+const O_ACCMODE: u64 = 3;
+const O_RDONLY: u64 = 0;
+const O_WRONLY: u64 = 1;
+const F_DUPFD: u64 = 0;
+const F_GETFD: u64 = 1;
+const F_SETFD: u64 = 2;
+const F_GETFL: u64 = 3;
+const F_SETFL: u64 = 4;
+const F_DUPFD_CLOEXEC: u64 = 1030;
+const S_IFIFO: u64 = 0o010_000;
+const S_IFREG: u64 = 0o100_000;
+/// Longest path the kernel accepts (`PATH_MAX`).
+const PATH_MAX: usize = 4096;
+/// Most bytes one `read` returns from standard input.
+const READ_CHUNK: u64 = 1 << 20;
+/// Most bytes one `write` transfers (Linux's `MAX_RW_COUNT`).
+const MAX_RW_COUNT: u64 = 0x7fff_f000;
+/// Most iovecs per call (`UIO_MAXIOV`).
+const IOV_MAX: u64 = 1024;
+
+/// An open file descriptor.
+#[derive(Debug, Clone)]
+pub(crate) enum Fd {
+    /// Standard input.
+    Stdin,
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+    /// A provided read-only file and the read position.
+    File {
+        /// Its contents.
+        data: Rc<[u8]>,
+        /// The position for `read`.
+        pos: u64,
+    },
+}
+
+fn fd_entry(emu: &Emulator, fd: u64) -> Result<Fd, super::SysError> {
+    emu.fds.get(&fd).cloned().ok_or(super::SysError::Errno(EBADF))
+}
+
+/// Copies what the guest wants written out of its memory.
+fn output(emu: &mut Emulator, fd: u64, data: &[u8]) -> SysResult {
+    match fd_entry(emu, fd)? {
+        Fd::Stdout => emu.stdout.write(data),
+        Fd::Stderr => emu.stderr.write(data),
+        Fd::Stdin | Fd::File { .. } => return fail(EBADF),
+    }
+    ok(data.len() as u64)
+}
+
+/// Produces up to `max` bytes for the guest from `fd`.
+fn input(emu: &mut Emulator, fd: u64, max: u64) -> Result<Vec<u8>, super::SysError> {
+    match fd_entry(emu, fd)? {
+        Fd::Stdin => Ok(emu.stdin.read(max.min(READ_CHUNK) as usize)),
+        Fd::File { data, pos } => {
+            let start = pos.min(data.len() as u64) as usize;
+            let chunk = data[start..][..(data.len() - start).min(max as usize)].to_vec();
+            emu.fds.insert(fd, Fd::File { data, pos: pos + chunk.len() as u64 });
+            Ok(chunk)
+        }
+        Fd::Stdout | Fd::Stderr => Err(super::SysError::Errno(EBADF)),
+    }
+}
+
+pub(super) fn read(emu: &mut Emulator, [fd, buf, count, ..]: [u64; 6]) -> SysResult {
+    fd_entry(emu, fd)?;
+    // Check the buffer before consuming input, so a bad pointer loses nothing.
+    emu.pages().check(buf, count.min(READ_CHUNK), Access::Write, ReadMode::Faultable)?;
+    let data = input(emu, fd, count)?;
+    emu.write(buf, &data)?;
+    ok(data.len() as u64)
+}
+
+pub(super) fn pread64(emu: &mut Emulator, [fd, buf, count, offset, ..]: [u64; 6]) -> SysResult {
+    match fd_entry(emu, fd)? {
+        Fd::File { data, .. } => {
+            let start = offset.min(data.len() as u64) as usize;
+            let chunk = &data[start..][..(data.len() - start).min(count as usize)];
+            emu.write(buf, chunk)?;
+            ok(chunk.len() as u64)
+        }
+        _ => fail(ESPIPE),
+    }
+}
+
+/// Copies `count` bytes at `buf` out to `fd`, in chunks so that a huge
+/// buffer never needs a huge host allocation.
+fn copy_out(emu: &mut Emulator, fd: u64, buf: u64, count: u64) -> Result<(), super::SysError> {
+    let mut done = 0;
+    while done < count {
+        let chunk = emu.read_vec(buf + done, (count - done).min(READ_CHUNK))?;
+        output(emu, fd, &chunk)?;
+        done += chunk.len() as u64;
+    }
+    Ok(())
+}
+
+pub(super) fn write(emu: &mut Emulator, [fd, buf, count, ..]: [u64; 6]) -> SysResult {
+    fd_entry(emu, fd)?;
+    let count = count.min(MAX_RW_COUNT);
+    emu.pages().check(buf, count, Access::Read, ReadMode::Faultable)?;
+    copy_out(emu, fd, buf, count)?;
+    ok(count)
+}
+
+/// The `(base, len)` pairs of an iovec array.
+fn iovecs(emu: &mut Emulator, iov: u64, count: u64) -> Result<Vec<(u64, u64)>, super::SysError> {
+    if count > IOV_MAX {
+        return Err(super::SysError::Errno(EINVAL));
+    }
+    (0..count).map(|i| Ok((emu.read_uint(iov + 16 * i, 8)?, emu.read_uint(iov + 16 * i + 8, 8)?))).collect()
+}
+
+pub(super) fn writev(emu: &mut Emulator, [fd, iov, count, ..]: [u64; 6]) -> SysResult {
+    fd_entry(emu, fd)?;
+    let iovecs = iovecs(emu, iov, count)?;
+    // Check every buffer first: a bad one fails the call before anything is written.
+    let mut total = 0u64;
+    for &(base, len) in &iovecs {
+        let len = len.min(MAX_RW_COUNT - total);
+        emu.pages().check(base, len, Access::Read, ReadMode::Faultable)?;
+        total += len;
+    }
+    let mut left = total;
+    for (base, len) in iovecs {
+        let len = len.min(left);
+        copy_out(emu, fd, base, len)?;
+        left -= len;
+    }
+    ok(total)
+}
+
+pub(super) fn readv(emu: &mut Emulator, [fd, iov, count, ..]: [u64; 6]) -> SysResult {
+    fd_entry(emu, fd)?;
+    let mut total = 0u64;
+    for (base, len) in iovecs(emu, iov, count)? {
+        if len == 0 {
+            continue;
+        }
+        emu.pages().check(base, len.min(READ_CHUNK), Access::Write, ReadMode::Faultable)?;
+        let data = input(emu, fd, len)?;
+        emu.write(base, &data)?;
+        total += data.len() as u64;
+        if (data.len() as u64) < len {
+            break;
+        }
+    }
+    ok(total)
+}
+
+pub(super) fn close(emu: &mut Emulator, [fd, ..]: [u64; 6]) -> SysResult {
+    match emu.fds.remove(&fd) {
+        Some(_) => ok(0),
+        None => fail(EBADF),
+    }
+}
+
+pub(super) fn lseek(emu: &mut Emulator, [fd, offset, whence, ..]: [u64; 6]) -> SysResult {
+    let Fd::File { data, pos } = fd_entry(emu, fd)? else { return fail(ESPIPE) };
+    let base = match whence {
+        0 => 0,
+        1 => pos as i64,
+        2 => data.len() as i64,
+        _ => return fail(EINVAL),
+    };
+    let Some(new) = base.checked_add(offset as i64).filter(|&new| new >= 0) else { return fail(EINVAL) };
+    emu.fds.insert(fd, Fd::File { data, pos: new as u64 });
+    ok(new as u64)
+}
+
+pub(super) fn ioctl(emu: &mut Emulator, [fd, ..]: [u64; 6]) -> SysResult {
+    // No terminal is ever attached: isatty() is false, whatever the host has.
+    fd_entry(emu, fd)?;
+    fail(ENOTTY)
+}
+
+pub(super) fn fcntl(emu: &mut Emulator, [fd, cmd, arg, ..]: [u64; 6]) -> SysResult {
+    let entry = fd_entry(emu, fd)?;
+    match cmd {
+        F_GETFD | F_SETFD | F_SETFL => ok(0),
+        F_GETFL => ok(if matches!(entry, Fd::Stdout | Fd::Stderr) { O_WRONLY } else { O_RDONLY }),
+        F_DUPFD | F_DUPFD_CLOEXEC => {
+            let new = lowest_free_fd(emu, arg);
+            emu.fds.insert(new, entry);
+            ok(new)
+        }
+        _ => fail(EINVAL),
+    }
+}
+
+fn lowest_free_fd(emu: &Emulator, from: u64) -> u64 {
+    (from..).find(|fd| !emu.fds.contains_key(fd)).unwrap_or(from)
+}
+
+/// Reads a path argument.
+fn path(emu: &mut Emulator, addr: u64) -> Result<Vec<u8>, super::SysError> {
+    emu.read_cstr(addr, PATH_MAX)?.ok_or(super::SysError::Errno(super::errno::ENAMETOOLONG))
+}
+
+/// Looks a path up among the provided files (relative paths as given).
+fn open_path(emu: &mut Emulator, dirfd: u64, path_addr: u64, flags: u64) -> SysResult {
+    let path = path(emu, path_addr)?;
+    if !path.starts_with(b"/") && dirfd != AT_FDCWD {
+        fd_entry(emu, dirfd)?;
+        return fail(ENOENT);
+    }
+    let Some(data) = emu.provided.get(&path).cloned() else { return fail(ENOENT) };
+    if flags & O_ACCMODE != O_RDONLY {
+        return fail(EACCES);
+    }
+    let fd = lowest_free_fd(emu, 0);
+    emu.fds.insert(fd, Fd::File { data, pos: 0 });
+    ok(fd)
+}
+
+pub(super) fn open(emu: &mut Emulator, [path, flags, ..]: [u64; 6]) -> SysResult {
+    open_path(emu, AT_FDCWD, path, flags)
+}
+
+pub(super) fn openat(emu: &mut Emulator, [dirfd, path, flags, ..]: [u64; 6]) -> SysResult {
+    open_path(emu, dirfd, path, flags)
+}
+
+/// Writes the kernel's `struct stat` for `entry` at `addr`.
+fn write_stat(emu: &mut Emulator, addr: u64, entry: &Fd, ino: u64) -> SysResult {
+    let (mode, size) = match entry {
+        // Pipes: no terminal, so stdio buffers fully whatever the host has.
+        Fd::Stdin | Fd::Stdout | Fd::Stderr => (S_IFIFO | 0o600, 0),
+        Fd::File { data, .. } => (S_IFREG | 0o444, data.len() as u64),
+    };
+    let layout = emu.info().stat;
+    let time = crate::kernel::REALTIME_EPOCH_NS / crate::kernel::NS_PER_SEC;
+    let mut st = GuestStruct::new(emu.endian(), layout.size);
+    for &(field, offset, width) in layout.fields {
+        let value = match field {
+            StatField::Dev => 0x0e,
+            StatField::Ino => ino,
+            StatField::Nlink => 1,
+            StatField::Mode => mode,
+            StatField::Uid => UID,
+            StatField::Gid => GID,
+            StatField::Rdev => 0,
+            StatField::Size => size,
+            StatField::Blksize => 4096,
+            StatField::Blocks => size.div_ceil(512),
+            StatField::Time => time,
+        };
+        st.set(offset, width, value);
+    }
+    emu.write(addr, &st.into_bytes())?;
+    ok(0)
+}
+
+pub(super) fn fstat(emu: &mut Emulator, [fd, buf, ..]: [u64; 6]) -> SysResult {
+    let entry = fd_entry(emu, fd)?;
+    write_stat(emu, buf, &entry, fd + 1)
+}
+
+pub(super) fn newfstatat(emu: &mut Emulator, [dirfd, path_addr, buf, flags, ..]: [u64; 6]) -> SysResult {
+    let path = path(emu, path_addr)?;
+    if path.is_empty() {
+        if flags & AT_EMPTY_PATH == 0 {
+            return fail(ENOENT);
+        }
+        let entry = fd_entry(emu, dirfd)?;
+        return write_stat(emu, buf, &entry, dirfd + 1);
+    }
+    let Some(rank) = emu.provided.keys().position(|p| *p == path) else { return fail(ENOENT) };
+    let data = emu.provided[&path].clone();
+    write_stat(emu, buf, &Fd::File { data, pos: 0 }, 100 + rank as u64)
+}
+
+fn readlink_common(emu: &mut Emulator, path_addr: u64, buf: u64, size: u64) -> SysResult {
+    let path = path(emu, path_addr)?;
+    if size as i64 <= 0 {
+        return fail(EINVAL);
+    }
+    if path != b"/proc/self/exe" {
+        return fail(if emu.provided.contains_key(&path) { EINVAL } else { ENOENT });
+    }
+    let target = emu.exe_path.clone();
+    let n = target.len().min(size as usize);
+    emu.write(buf, &target[..n])?;
+    ok(n as u64)
+}
+
+pub(super) fn readlink(emu: &mut Emulator, [path, buf, size, ..]: [u64; 6]) -> SysResult {
+    readlink_common(emu, path, buf, size)
+}
+
+pub(super) fn readlinkat(emu: &mut Emulator, [_dirfd, path, buf, size, ..]: [u64; 6]) -> SysResult {
+    readlink_common(emu, path, buf, size)
+}
+
+pub(super) fn getcwd(emu: &mut Emulator, [buf, size, ..]: [u64; 6]) -> SysResult {
+    if size < 2 {
+        return fail(ERANGE);
+    }
+    emu.write(buf, b"/\0")?;
+    ok(2)
+}

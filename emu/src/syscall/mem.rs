@@ -1,0 +1,164 @@
+//! brk, mmap, munmap, mprotect, mremap, madvise.
+
+use super::errno::{EBADF, EEXIST, EFAULT, EINVAL, ENOMEM};
+use super::{fail, ok, SysResult};
+use crate::emulator::Emulator;
+use crate::layout::{MMAP_FLOOR, MMAP_TOP, USER_TOP};
+use crate::memory::{page_up, Area, AreaKind, Perms, PAGE_SIZE};
+
+const MAP_FIXED: u64 = 0x10;
+const MAP_ANONYMOUS: u64 = 0x20;
+const MAP_FIXED_NOREPLACE: u64 = 0x10_0000;
+const MREMAP_MAYMOVE: u64 = 1;
+const MADV_DONTNEED: u64 = 4;
+
+/// A page-aligned, non-empty range inside the user address space.
+fn user_range(addr: u64, len: u64) -> Option<(u64, u64)> {
+    let len = page_up(len).filter(|&len| len > 0)?;
+    let end = addr.checked_add(len).filter(|&end| end <= USER_TOP)?;
+    (addr % PAGE_SIZE == 0).then_some((addr, end))
+}
+
+pub(super) fn brk(emu: &mut Emulator, [addr, ..]: [u64; 6]) -> SysResult {
+    // Linux answers the current break for anything it cannot do.
+    if addr < emu.brk_start {
+        return ok(emu.brk);
+    }
+    let (Some(old_end), Some(new_end)) = (page_up(emu.brk), page_up(addr)) else { return ok(emu.brk) };
+    if new_end > old_end {
+        if new_end > MMAP_TOP || !emu.pages().is_free(old_end, new_end) {
+            return ok(emu.brk);
+        }
+        if old_end == emu.brk_start {
+            emu.map(Area { start: old_end, end: new_end, perms: Perms::RW, kind: AreaKind::Heap })?;
+        } else if !emu.grow(old_end, new_end)? {
+            // The heap's top page was unmapped behind brk's back.
+            return ok(emu.brk);
+        }
+    } else if new_end < old_end {
+        emu.unmap(new_end, old_end)?;
+    }
+    emu.brk = addr;
+    ok(addr)
+}
+
+pub(super) fn mmap(emu: &mut Emulator, args: [u64; 6]) -> SysResult {
+    let [addr, len, prot, flags, fd, _offset] = if emu.info().mmap_args_in_memory {
+        // s390x's old mmap: r2 points at the six arguments.
+        let mut block = [0u64; 6];
+        for (i, arg) in block.iter_mut().enumerate() {
+            *arg = emu.read_uint(args[0] + 8 * i as u64, 8)?;
+        }
+        block
+    } else {
+        args
+    };
+    if flags & MAP_ANONYMOUS == 0 {
+        // No file can be mapped: the only files are the emulator's own.
+        emu.warn(format!("mmap of fd {} refused: only anonymous mappings are supported", fd as i32));
+        return fail(EBADF);
+    }
+    let Some(len) = page_up(len).filter(|&len| len > 0) else { return fail(EINVAL) };
+    let start = if flags & (MAP_FIXED | MAP_FIXED_NOREPLACE) != 0 {
+        let Some((start, end)) = user_range(addr, len) else { return fail(EINVAL) };
+        if flags & MAP_FIXED == 0 && !emu.pages().is_free(start, end) {
+            return fail(EEXIST);
+        }
+        start
+    } else {
+        let hint = user_range(addr, len).filter(|&(start, end)| start >= MMAP_FLOOR && emu.pages().is_free(start, end));
+        match hint.map(|(start, _)| start).or_else(|| emu.pages().find_free(len, MMAP_FLOOR, MMAP_TOP)) {
+            Some(start) => start,
+            None => return fail(ENOMEM),
+        }
+    };
+    let perms = Perms::from_prot(prot);
+    emu.map(Area { start, end: start + len, perms, kind: AreaKind::Anonymous })?;
+    ok(start)
+}
+
+pub(super) fn munmap(emu: &mut Emulator, [addr, len, ..]: [u64; 6]) -> SysResult {
+    let Some((start, end)) = user_range(addr, len) else { return fail(EINVAL) };
+    emu.unmap(start, end)?;
+    ok(0)
+}
+
+pub(super) fn mprotect(emu: &mut Emulator, [addr, len, prot, ..]: [u64; 6]) -> SysResult {
+    if len == 0 && addr % PAGE_SIZE == 0 {
+        return ok(0);
+    }
+    let Some((start, end)) = user_range(addr, len) else { return fail(EINVAL) };
+    if emu.protect(start, end, Perms::from_prot(prot))? {
+        ok(0)
+    } else {
+        fail(ENOMEM)
+    }
+}
+
+pub(super) fn mremap(emu: &mut Emulator, [old, old_len, new_len, flags, ..]: [u64; 6]) -> SysResult {
+    if flags & !MREMAP_MAYMOVE != 0 {
+        emu.warn(format!("mremap flags {flags:#x} not supported"));
+        return fail(EINVAL);
+    }
+    let Some((old, old_end)) = user_range(old, old_len) else { return fail(EINVAL) };
+    let Some(new_len) = page_up(new_len).filter(|&len| len > 0) else { return fail(EINVAL) };
+    let Some(area) = emu.pages().area(old).cloned() else { return fail(EFAULT) };
+    if !emu.pages().is_covered(old, old_end) {
+        return fail(EFAULT);
+    }
+    let old_len = old_end - old;
+    if new_len <= old_len {
+        emu.unmap(old + new_len, old_end)?;
+        return ok(old);
+    }
+    let grown_end = old.checked_add(new_len).filter(|&end| end <= MMAP_TOP);
+    if let Some(end) = grown_end.filter(|&end| emu.pages().is_free(old_end, end)) {
+        emu.map(Area { start: old_end, end, perms: area.perms, kind: area.kind })?;
+        return ok(old);
+    }
+    if flags & MREMAP_MAYMOVE == 0 {
+        return fail(ENOMEM);
+    }
+    let Some(new) = emu.pages().find_free(new_len, MMAP_FLOOR, MMAP_TOP) else { return fail(ENOMEM) };
+    emu.map(Area { start: new, end: new + new_len, perms: area.perms, kind: area.kind })?;
+    // Move the contents page by page; a page keeps its residency.
+    for offset in (0..old_len).step_by(PAGE_SIZE as usize) {
+        let mut page = vec![0u8; PAGE_SIZE as usize];
+        let resident = emu.pages().is_resident(old + offset);
+        if emu.uc.mem_read(old + offset, &mut page).is_ok() && page.iter().any(|&b| b != 0) {
+            let _ = emu.uc.mem_write(new + offset, &page);
+        }
+        if resident {
+            emu.pages_mut().mark_resident(new + offset, PAGE_SIZE);
+        }
+    }
+    emu.unmap(old, old_end)?;
+    ok(new)
+}
+
+pub(super) fn madvise(emu: &mut Emulator, [addr, len, advice, ..]: [u64; 6]) -> SysResult {
+    if advice != MADV_DONTNEED || len == 0 {
+        return ok(0);
+    }
+    let Some((start, end)) = user_range(addr, len) else { return fail(EINVAL) };
+    if !emu.pages().is_covered(start, end) {
+        return fail(ENOMEM);
+    }
+    // Private anonymous pages read back as zeros after MADV_DONTNEED and are no
+    // longer resident: give them fresh physical memory. File pages would revert
+    // to the file; glibc never gives the program's own pages this advice, so
+    // they are left alone.
+    let pieces: Vec<(u64, u64)> = emu
+        .pages()
+        .areas()
+        .filter(|area| area.end > start && area.start < end && area.kind != AreaKind::Image)
+        .map(|area| (area.start.max(start), area.end.min(end)))
+        .collect();
+    for (s, e) in pieces {
+        emu.uc.mem_unmap(s, e - s).map_err(emu.engine_error("clear memory"))?;
+        emu.uc.mem_map(s, e - s, unicorn_engine::Prot::ALL).map_err(emu.engine_error("clear memory"))?;
+        emu.pages_mut().forget(s, e);
+    }
+    emu.flush_tlb()?;
+    ok(0)
+}

@@ -1,0 +1,174 @@
+//! Process identity, limits, thread set-up and exit.
+
+use super::errno::{EAGAIN, EFAULT, EINVAL, ENOSYS, ESRCH};
+use super::{fail, ok, Outcome, SysResult, GID, PID, UID};
+use crate::arch::Arch;
+use crate::emulator::Emulator;
+
+pub(super) fn exit(_emu: &mut Emulator, [status, ..]: [u64; 6]) -> SysResult {
+    // A parent sees only the low 8 bits. With one thread, exit ends the process too.
+    Ok(Outcome::Exit((status & 0xff) as i32))
+}
+
+pub(super) fn getpid(_emu: &mut Emulator, _: [u64; 6]) -> SysResult {
+    ok(PID)
+}
+
+pub(super) fn getppid(_emu: &mut Emulator, _: [u64; 6]) -> SysResult {
+    ok(1)
+}
+
+pub(super) fn getuid(_emu: &mut Emulator, _: [u64; 6]) -> SysResult {
+    ok(UID)
+}
+
+pub(super) fn getgid(_emu: &mut Emulator, _: [u64; 6]) -> SysResult {
+    ok(GID)
+}
+
+pub(super) fn sched_yield(_emu: &mut Emulator, _: [u64; 6]) -> SysResult {
+    ok(0)
+}
+
+pub(super) fn set_tid_address(_emu: &mut Emulator, _: [u64; 6]) -> SysResult {
+    // The address is only used when the thread exits, which ends everything here.
+    ok(PID)
+}
+
+pub(super) fn set_robust_list(_emu: &mut Emulator, [_head, len, ..]: [u64; 6]) -> SysResult {
+    // struct robust_list_head is three pointers on every 64-bit architecture.
+    if len != 24 {
+        return fail(EINVAL);
+    }
+    ok(0)
+}
+
+pub(super) fn rseq(_emu: &mut Emulator, _: [u64; 6]) -> SysResult {
+    // Restartable sequences need preemption to mean anything; glibc copes without.
+    fail(ENOSYS)
+}
+
+pub(super) fn uname(emu: &mut Emulator, [buf, ..]: [u64; 6]) -> SysResult {
+    const FIELD: usize = 65;
+    let machine = emu.info().name;
+    let fields: [&str; 6] = ["Linux", "unwindlab", "6.1.0", "#1 SMP unwindlab", machine, "(none)"];
+    let mut out = vec![0u8; 6 * FIELD];
+    for (i, field) in fields.iter().enumerate() {
+        out[i * FIELD..][..field.len()].copy_from_slice(field.as_bytes());
+    }
+    emu.write(buf, &out)?;
+    ok(0)
+}
+
+/// `(soft, hard)` limit for `resource`.
+fn limit(resource: u64) -> (u64, u64) {
+    const INFINITY: u64 = u64::MAX;
+    match resource {
+        3 => (crate::layout::STACK_SIZE, INFINITY), // RLIMIT_STACK
+        4 => (0, INFINITY),                         // RLIMIT_CORE
+        7 => (1024, 1 << 20),                       // RLIMIT_NOFILE
+        _ => (INFINITY, INFINITY),
+    }
+}
+
+/// Number of resource kinds (`RLIM_NLIMITS`).
+const RLIM_NLIMITS: u64 = 16;
+
+fn write_limit(emu: &mut Emulator, resource: u64, addr: u64) -> SysResult {
+    let (soft, hard) = limit(resource);
+    emu.write_uint(addr, 8, soft)?;
+    emu.write_uint(addr + 8, 8, hard)?;
+    ok(0)
+}
+
+pub(super) fn getrlimit(emu: &mut Emulator, [resource, addr, ..]: [u64; 6]) -> SysResult {
+    if resource >= RLIM_NLIMITS {
+        return fail(EINVAL);
+    }
+    write_limit(emu, resource, addr)
+}
+
+pub(super) fn prlimit64(emu: &mut Emulator, [pid, resource, new, old, ..]: [u64; 6]) -> SysResult {
+    if pid != 0 && pid != PID {
+        return fail(ESRCH);
+    }
+    if resource >= RLIM_NLIMITS {
+        return fail(EINVAL);
+    }
+    if new != 0 {
+        emu.warn(format!("prlimit64: new limit for resource {resource} ignored"));
+    }
+    if old != 0 {
+        write_limit(emu, resource, old)?;
+    }
+    ok(0)
+}
+
+pub(super) fn arch_prctl(emu: &mut Emulator, [code, addr, ..]: [u64; 6]) -> SysResult {
+    const ARCH_SET_FS: u64 = 0x1002;
+    const ARCH_GET_FS: u64 = 0x1003;
+    debug_assert_eq!(emu.arch(), Arch::X86_64, "arch_prctl exists only on x86-64");
+    match code {
+        ARCH_SET_FS => {
+            emu.set_tls(addr)?;
+            ok(0)
+        }
+        ARCH_GET_FS => {
+            let tls = emu.regs()?.tls;
+            emu.write_uint(addr, 8, tls)?;
+            ok(0)
+        }
+        _ => {
+            emu.warn(format!("arch_prctl code {code:#x} not supported"));
+            fail(EINVAL)
+        }
+    }
+}
+
+pub(super) fn futex(emu: &mut Emulator, [uaddr, op, val, ..]: [u64; 6]) -> SysResult {
+    const FUTEX_WAIT: u64 = 0;
+    const FUTEX_WAKE: u64 = 1;
+    const FUTEX_WAIT_BITSET: u64 = 9;
+    const FUTEX_WAKE_BITSET: u64 = 10;
+    const FUTEX_CMD_MASK: u64 = 0x7f;
+    match op & FUTEX_CMD_MASK {
+        // No other thread can be waiting.
+        FUTEX_WAKE | FUTEX_WAKE_BITSET => ok(0),
+        FUTEX_WAIT | FUTEX_WAIT_BITSET => {
+            let current = emu.read_uint(uaddr, 4).map_err(|_| super::SysError::Errno(EFAULT))?;
+            if current != val & 0xffff_ffff {
+                return fail(EAGAIN);
+            }
+            // Nobody could ever wake a single thread: Linux would hang (or time
+            // out); answering EAGAIN lets the guest go on, with a warning.
+            emu.warn("futex wait with no other thread to wake it".into());
+            fail(EAGAIN)
+        }
+        cmd => {
+            emu.warn(format!("futex operation {cmd} not supported"));
+            fail(ENOSYS)
+        }
+    }
+}
+
+pub(super) fn sched_getaffinity(emu: &mut Emulator, [pid, len, mask, ..]: [u64; 6]) -> SysResult {
+    if pid != 0 && pid != PID {
+        return fail(ESRCH);
+    }
+    if len < 8 || len % 8 != 0 {
+        return fail(EINVAL);
+    }
+    // One CPU: bit 0 of the first word.
+    emu.write_uint(mask, 8, 1)?;
+    ok(8)
+}
+
+pub(super) fn getrandom(emu: &mut Emulator, [buf, len, ..]: [u64; 6]) -> SysResult {
+    // Linux returns at most this much per call.
+    let len = len.min(33_554_431);
+    emu.pages().check(buf, len, crate::memory::Access::Write, crate::memory::ReadMode::Faultable)?;
+    let mut bytes = vec![0u8; len as usize];
+    emu.rng.fill(&mut bytes);
+    emu.write(buf, &bytes)?;
+    ok(len)
+}

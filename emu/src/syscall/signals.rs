@@ -1,0 +1,152 @@
+//! Signal dispositions, the blocked mask, and sending signals to oneself.
+//! Delivery happens in the run loop once a signal is pending and unblocked.
+
+use super::errno::{EINVAL, ENOMEM, EPERM, ESRCH};
+use super::{fail, ok, SysResult, PID, UNBLOCKABLE};
+use crate::emulator::Emulator;
+use crate::kernel::{sig_bit, SigAction};
+use crate::sigframe::{si_code, SS_DISABLE, SS_ONSTACK};
+use crate::signal::{NSIG, SIGKILL, SIGSTOP};
+
+/// Size of the kernel's signal set on every 64-bit architecture.
+const SIGSET_SIZE: u64 = 8;
+const SIG_BLOCK: u64 = 0;
+const SIG_UNBLOCK: u64 = 1;
+const SIG_SETMASK: u64 = 2;
+
+fn valid(sig: u64) -> Option<u32> {
+    (1..=u64::from(NSIG)).contains(&sig).then_some(sig as u32)
+}
+
+pub(super) fn rt_sigaction(emu: &mut Emulator, [sig, act, oact, size, ..]: [u64; 6]) -> SysResult {
+    let Some(sig) = valid(sig).filter(|_| size == SIGSET_SIZE) else { return fail(EINVAL) };
+    if act != 0 && (sig == SIGKILL || sig == SIGSTOP) {
+        return fail(EINVAL);
+    }
+    // The kernel's struct sigaction is the same four words on all three:
+    // handler, flags, restorer, mask.
+    let new = if act != 0 {
+        let mut words = [0u64; 4];
+        for (i, word) in words.iter_mut().enumerate() {
+            *word = emu.read_uint(act + 8 * i as u64, 8)?;
+        }
+        Some(SigAction { handler: words[0], flags: words[1], restorer: words[2], mask: words[3] & !UNBLOCKABLE })
+    } else {
+        None
+    };
+    if oact != 0 {
+        let old = emu.signals.actions[sig as usize];
+        for (i, word) in [old.handler, old.flags, old.restorer, old.mask].into_iter().enumerate() {
+            emu.write_uint(oact + 8 * i as u64, 8, word)?;
+        }
+    }
+    if let Some(new) = new {
+        emu.signals.actions[sig as usize] = new;
+        if new.handler == crate::kernel::SIG_IGN {
+            emu.signals.pending &= !sig_bit(sig);
+        }
+    }
+    ok(0)
+}
+
+pub(super) fn rt_sigprocmask(emu: &mut Emulator, [how, set, oset, size, ..]: [u64; 6]) -> SysResult {
+    if size != SIGSET_SIZE {
+        return fail(EINVAL);
+    }
+    let old = emu.signals.blocked;
+    if set != 0 {
+        let set = emu.read_uint(set, 8)?;
+        emu.signals.blocked = match how {
+            SIG_BLOCK => old | set,
+            SIG_UNBLOCK => old & !set,
+            SIG_SETMASK => set,
+            _ => return fail(EINVAL),
+        } & !UNBLOCKABLE;
+    }
+    if oset != 0 {
+        emu.write_uint(oset, 8, old)?;
+    }
+    ok(0)
+}
+
+/// Sends `sig` to the process (signal 0 only checks); `code` is its `si_code`.
+fn send(emu: &mut Emulator, target: u64, sig: u64, code: i32) -> SysResult {
+    if sig != 0 && valid(sig).is_none() {
+        return fail(EINVAL);
+    }
+    if target != PID {
+        return fail(ESRCH);
+    }
+    if let Some(sig) = valid(sig) {
+        if emu.signals.actions[sig as usize].handler != crate::kernel::SIG_IGN {
+            emu.signals.pending |= sig_bit(sig);
+            emu.signals.sent_code[sig as usize] = code;
+        }
+    }
+    ok(0)
+}
+
+pub(super) fn kill(emu: &mut Emulator, [pid, sig, ..]: [u64; 6]) -> SysResult {
+    // 0 and -1 address the caller's process group and every process: here, itself.
+    let target = if pid == 0 || pid as i64 == -1 { PID } else { pid };
+    send(emu, target, sig, si_code::SI_USER)
+}
+
+pub(super) fn tkill(emu: &mut Emulator, [tid, sig, ..]: [u64; 6]) -> SysResult {
+    send(emu, tid, sig, si_code::SI_TKILL)
+}
+
+pub(super) fn tgkill(emu: &mut Emulator, [tgid, tid, sig, ..]: [u64; 6]) -> SysResult {
+    if tgid != PID {
+        return fail(ESRCH);
+    }
+    send(emu, tid, sig, si_code::SI_TKILL)
+}
+
+pub(super) fn sigaltstack(emu: &mut Emulator, [ss, old, ..]: [u64; 6]) -> SysResult {
+    // The smallest MINSIGSTKSZ of the three (x86-64, s390x); AArch64's 5120
+    // is not enforced.
+    const MINSIGSTKSZ: u64 = 2048;
+    // stack_t: ss_sp (8), ss_flags (int, 4, padded), ss_size (8).
+    if old != 0 {
+        let current = emu.reg(emu.info().sp)?;
+        let (sp, flags, size) = match emu.altstack {
+            None => (0, SS_DISABLE, 0),
+            Some((base, size)) if current > base && current - base <= size => (base, SS_ONSTACK, size),
+            Some((base, size)) => (base, 0, size),
+        };
+        emu.write_uint(old, 8, sp)?;
+        emu.write_uint(old + 8, 4, flags)?;
+        emu.write_uint(old + 16, 8, size)?;
+    }
+    if ss != 0 {
+        let sp = emu.read_uint(ss, 8)?;
+        let flags = emu.read_uint(ss + 8, 4)?;
+        let size = emu.read_uint(ss + 16, 8)?;
+        let current = emu.reg(emu.info().sp)?;
+        if emu.altstack.is_some_and(|(base, size)| current > base && current - base <= size) {
+            // The stack cannot be changed while running on it.
+            return fail(EPERM);
+        }
+        emu.altstack = if flags & SS_DISABLE != 0 {
+            None
+        } else if flags & !SS_ONSTACK != 0 {
+            return fail(EINVAL);
+        } else if size < MINSIGSTKSZ {
+            return fail(ENOMEM);
+        } else if sp.checked_add(size).is_none() {
+            return fail(EINVAL);
+        } else {
+            Some((sp, size))
+        };
+    }
+    ok(0)
+}
+
+pub(super) fn rt_sigreturn(emu: &mut Emulator, _: [u64; 6]) -> SysResult {
+    crate::sigframe::sigreturn(emu, true)
+}
+
+pub(super) fn sigreturn(emu: &mut Emulator, _: [u64; 6]) -> SysResult {
+    crate::sigframe::sigreturn(emu, false)
+}

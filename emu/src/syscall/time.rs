@@ -1,0 +1,82 @@
+//! The virtual clock: time is a function of the instruction count plus the
+//! time slept, so two runs of a program see the same times.
+
+use super::errno::EINVAL;
+use super::{fail, ok, SysResult};
+use crate::emulator::Emulator;
+use crate::kernel::{MONOTONIC_EPOCH_NS, NS_PER_SEC, REALTIME_EPOCH_NS};
+
+const TIMER_ABSTIME: u64 = 1;
+
+/// The value of clock `clock` in nanoseconds, or `None` for an unknown clock.
+fn now_ns(emu: &Emulator, clock: u64) -> Option<u64> {
+    let icount = emu.icount();
+    match clock {
+        // REALTIME, REALTIME_COARSE, REALTIME_ALARM, TAI
+        0 | 5 | 8 | 11 => Some(REALTIME_EPOCH_NS + emu.clock.elapsed_ns(icount)),
+        // MONOTONIC, MONOTONIC_RAW, MONOTONIC_COARSE, BOOTTIME, BOOTTIME_ALARM
+        1 | 4 | 6 | 7 | 9 => Some(MONOTONIC_EPOCH_NS + emu.clock.elapsed_ns(icount)),
+        // PROCESS_CPUTIME_ID, THREAD_CPUTIME_ID
+        2 | 3 => Some(emu.clock.cpu_ns(icount)),
+        _ => None,
+    }
+}
+
+/// Writes a `struct timespec` (two 64-bit words on every 64-bit architecture).
+fn write_timespec(emu: &mut Emulator, addr: u64, ns: u64) -> Result<(), crate::memory::MemFault> {
+    emu.write_uint(addr, 8, ns / NS_PER_SEC)?;
+    emu.write_uint(addr + 8, 8, ns % NS_PER_SEC)
+}
+
+/// Reads a `struct timespec`; `None` if it is not a valid duration.
+fn read_timespec(emu: &mut Emulator, addr: u64) -> Result<Option<u64>, crate::memory::MemFault> {
+    let sec = emu.read_uint(addr, 8)? as i64;
+    let nsec = emu.read_uint(addr + 8, 8)? as i64;
+    if sec < 0 || !(0..NS_PER_SEC as i64).contains(&nsec) {
+        return Ok(None);
+    }
+    Ok(Some((sec as u64).saturating_mul(NS_PER_SEC).saturating_add(nsec as u64)))
+}
+
+pub(super) fn clock_gettime(emu: &mut Emulator, [clock, ts, ..]: [u64; 6]) -> SysResult {
+    let Some(ns) = now_ns(emu, clock) else { return fail(EINVAL) };
+    write_timespec(emu, ts, ns)?;
+    ok(0)
+}
+
+pub(super) fn clock_getres(emu: &mut Emulator, [clock, res, ..]: [u64; 6]) -> SysResult {
+    if now_ns(emu, clock).is_none() {
+        return fail(EINVAL);
+    }
+    if res != 0 {
+        write_timespec(emu, res, 1)?;
+    }
+    ok(0)
+}
+
+pub(super) fn gettimeofday(emu: &mut Emulator, [tv, tz, ..]: [u64; 6]) -> SysResult {
+    let ns = REALTIME_EPOCH_NS + emu.clock.elapsed_ns(emu.icount());
+    if tv != 0 {
+        emu.write_uint(tv, 8, ns / NS_PER_SEC)?;
+        emu.write_uint(tv + 8, 8, ns % NS_PER_SEC / 1000)?;
+    }
+    if tz != 0 {
+        // struct timezone: UTC, no daylight saving.
+        emu.write(tz, &[0u8; 8])?;
+    }
+    ok(0)
+}
+
+pub(super) fn nanosleep(emu: &mut Emulator, [req, ..]: [u64; 6]) -> SysResult {
+    let Some(ns) = read_timespec(emu, req)? else { return fail(EINVAL) };
+    emu.clock.slept_ns = emu.clock.slept_ns.saturating_add(ns);
+    ok(0)
+}
+
+pub(super) fn clock_nanosleep(emu: &mut Emulator, [clock, flags, req, ..]: [u64; 6]) -> SysResult {
+    let Some(now) = now_ns(emu, clock) else { return fail(EINVAL) };
+    let Some(ns) = read_timespec(emu, req)? else { return fail(EINVAL) };
+    let sleep = if flags & TIMER_ABSTIME != 0 { ns.saturating_sub(now) } else { ns };
+    emu.clock.slept_ns = emu.clock.slept_ns.saturating_add(sleep);
+    ok(0)
+}

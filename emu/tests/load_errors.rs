@@ -1,0 +1,79 @@
+//! Bad input gives a clear error naming the file and the problem, never a
+//! panic: missing files, non-ELF data, dynamic executables, foreign
+//! machines, and every truncation and many corruptions of a real program.
+
+mod common;
+
+use emu::{Arch, Config, Emulator, Error};
+
+fn load_error(file: &str, bytes: &[u8]) -> String {
+    match Emulator::new(file, bytes, Config::default()) {
+        Ok(_) => panic!("{file}: loaded"),
+        Err(err) => err.to_string(),
+    }
+}
+
+#[test]
+fn missing_file() {
+    let err = Emulator::load("/nonexistent/prog", Config::default()).unwrap_err();
+    assert!(matches!(err, Error::Io { .. }));
+    assert!(err.to_string().starts_with("/nonexistent/prog: "), "{err}");
+}
+
+#[test]
+fn not_elf() {
+    let msg = load_error("notes.txt", b"just some text, not a program");
+    assert!(msg.starts_with("notes.txt: not a readable ELF file"), "{msg}");
+    assert!(load_error("empty", b"").starts_with("empty: "));
+}
+
+#[test]
+fn dynamic_executable() {
+    if !common::require("gcc") {
+        return;
+    }
+    let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("dynamic-hello");
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/guests/hello.c");
+    let status = std::process::Command::new("gcc").arg("-o").arg(&out).arg(&src).status().expect("run gcc");
+    assert!(status.success());
+    let msg = load_error("dyn", &std::fs::read(&out).unwrap());
+    assert!(msg.contains("dynamically linked"), "{msg}");
+}
+
+#[test]
+fn foreign_machine() {
+    for arch in Arch::ALL {
+        let Some(exe) = common::build("hello", arch, &[]) else { continue };
+        let mut bytes = std::fs::read(&exe).unwrap();
+        // e_machine = EM_RISCV (243), in the file's byte order.
+        let machine: [u8; 2] = if arch == Arch::S390x { [0, 243] } else { [243, 0] };
+        bytes[18..20].copy_from_slice(&machine);
+        let msg = load_error("riscv", &bytes);
+        assert!(msg.starts_with("riscv: unsupported machine"), "{msg}");
+    }
+}
+
+#[test]
+fn truncations_and_corruptions_never_panic() {
+    for arch in Arch::ALL {
+        let Some(exe) = common::build("hello", arch, &[]) else { continue };
+        let bytes = std::fs::read(&exe).unwrap();
+        // Every cut inside the headers, then cuts across the whole file.
+        let cuts = (0..1024).chain((1024..bytes.len()).step_by(4099));
+        for len in cuts {
+            if let Err(err) = Emulator::new("cut", &bytes[..len], Config::default()) {
+                assert!(err.to_string().starts_with("cut: "), "{err}");
+            }
+        }
+        // Every byte of the ELF and program headers set to a few hostile values.
+        for at in 0..(64 + 56 * 10) {
+            for value in [0x00, 0x01, 0x7f, 0x80, 0xff] {
+                let mut bad = bytes.clone();
+                bad[at] = value;
+                if let Err(err) = Emulator::new("bad", &bad, Config::default()) {
+                    assert!(err.to_string().starts_with("bad: "), "{err}");
+                }
+            }
+        }
+    }
+}
