@@ -13,7 +13,7 @@ APT_PACKAGES := build-essential binutils cmake libclang-dev pkg-config \
 	gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu \
 	gcc-s390x-linux-gnu binutils-s390x-linux-gnu qemu-user
 
-.PHONY: all deps build run test lint fuzz bench-sframe bench-kmodel clean
+.PHONY: all deps build run test lint fuzz bench-sframe bench-kmodel bench-emu clean
 
 all: deps build run
 
@@ -49,6 +49,10 @@ bench-sframe:
 bench-kmodel:
 	$(CARGO) bench --locked -p kmodel --bench deferred_model
 	@python3 scripts/criterion-ratios.py kmodel
+
+# Guest instructions per second: no hooks, shadow stack, + NMIs.
+bench-emu:
+	scripts/emu-throughput.sh
 
 clean:
 	$(CARGO) clean

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# The main job: build a small program with gas-generated SFrame for x86-64
-# and AArch64, then dump, check and query its .sframe with unwindlab.
+# The main job: the built-in scenario (a guest profiled with deferred user
+# unwinding, every stack judged against ground truth), then a tour of the
+# SFrame tools on a program built here.
 set -euo pipefail
 bin=${1:-target/release/unwindlab}
+echo "== unwindlab run (the built-in scenario)"
+"$bin" run
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 src=tests/data/toolchain/prog.c

@@ -55,7 +55,7 @@ fn committed_guests_are_what_the_recipe_builds() {
         .unwrap();
     assert!(status.success());
     let all = committed();
-    assert_eq!(all.len(), 11, "3 arches × (o2, fp, v3) + gsframe on x86-64 and AArch64");
+    assert_eq!(all.len(), 14, "3 arches × (o2, fp, v3, fpv3) + gsframe on x86-64 and AArch64");
     for (arch, path) in all {
         let rebuilt = out.join(&arch).join(path.file_name().unwrap());
         assert!(
@@ -84,5 +84,5 @@ fn every_guest_runs_under_exec_as_under_qemu() {
             compared += 1;
         }
     }
-    assert_eq!(compared, 66);
+    assert_eq!(compared, 84);
 }

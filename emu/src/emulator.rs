@@ -9,11 +9,13 @@ use crate::error::Error;
 use crate::kernel::{Clock, Input, Output, Rng, Signals, Stdin};
 use crate::layout;
 use crate::memory::{page_down, page_up, Access, Area, AreaKind, MemFault, PageStats, PageTable, Perms, ReadMode};
+use crate::shadow::ShadowStack;
 use crate::sigframe::{self, si_code, Cause};
 use crate::signal;
 use crate::stack::{self, at, StackSpec};
 use crate::syscall::Fd;
 use crate::syscall::{self, SyscallRecord};
+use crate::track::{self, Tracker, Tracking};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use unicorn_engine::{uc_error, Prot};
@@ -42,6 +44,9 @@ pub struct Config {
     pub record_syscalls: bool,
     /// Read-only files the guest can open, by path.
     pub files: BTreeMap<Vec<u8>, Vec<u8>>,
+    /// How closely execution is followed: instruction count, exact stops and
+    /// ground truth need at least [`Tracking::Blocks`] (the default).
+    pub tracking: Tracking,
 }
 
 impl Default for Config {
@@ -57,6 +62,7 @@ impl Default for Config {
             exe_path: None,
             record_syscalls: false,
             files: BTreeMap::new(),
+            tracking: Tracking::default(),
         }
     }
 }
@@ -164,6 +170,10 @@ pub struct Regs {
     pub tls: u64,
     /// General registers by DWARF register number (names in [`ArchInfo::gpr_names`]).
     pub gprs: Vec<u64>,
+    /// Registers after the GPRs in DWARF numbering that unwind rules may
+    /// name: s390x f0–f15 as DWARF 16–31 (leaf functions park %r11 and %r14
+    /// in them); empty elsewhere.
+    pub extra: Vec<u64>,
 }
 
 /// A static Linux program running under emulation.
@@ -220,7 +230,11 @@ impl Emulator {
         let image = Image::parse(file, bytes)?;
         let machine = image.arch.machine();
         let engine_err = |what| move |err| Error::Engine { file: file.to_string(), what, err };
-        let uc = engine::create(machine).map_err(engine_err("start"))?;
+        let tracker = Tracker::new(image.arch, config.tracking).map_err(|err| Error::Setup {
+            file: file.to_string(),
+            problem: format!("cannot set up the instruction decoder: {err}"),
+        })?;
+        let uc = engine::create(machine, tracker).map_err(engine_err("start"))?;
         let mut emu = Emulator {
             uc,
             machine,
@@ -366,6 +380,7 @@ impl Emulator {
         for (s, e) in removed {
             self.uc.mem_unmap(s, e - s).map_err(self.engine_error("unmap memory"))?;
         }
+        self.code_may_have_changed();
         self.flush_tlb()
     }
 
@@ -374,8 +389,16 @@ impl Emulator {
         if !self.pages_mut().protect(start, end, perms) {
             return Ok(false);
         }
+        // A program that generates code makes it executable this way.
+        self.code_may_have_changed();
         self.flush_tlb()?;
         Ok(true)
+    }
+
+    /// Drops decoded instructions: memory that held code was unmapped,
+    /// replaced or made executable, so an address may now hold other code.
+    fn code_may_have_changed(&mut self) {
+        self.uc.get_data_mut().tracker.forget_code();
     }
 
     /// Grows the area ending at `old_end` to `new_end` (the heap), keeping it
@@ -514,9 +537,57 @@ impl Emulator {
         self.image.sframe
     }
 
-    /// Instructions executed so far.
+    /// Instructions executed so far: those that completed (one that faults
+    /// counts when it runs again and completes). Always 0 with [`Tracking::Off`].
     pub fn icount(&self) -> u64 {
-        self.uc.get_data().icount
+        self.tracker().icount
+    }
+
+    /// How closely execution is followed ([`Config::tracking`]).
+    pub fn tracking(&self) -> Tracking {
+        self.tracker().mode
+    }
+
+    fn tracker(&self) -> &Tracker {
+        &self.uc.get_data().tracker
+    }
+
+    /// The ground truth: the return addresses of the calls in progress, as an
+    /// exact unwinder lists them after the current PC, innermost first. A
+    /// signal handler's frame contributes its sigreturn trampoline and then
+    /// the interrupted PC (see [`ShadowStack::return_addresses`]). Empty with
+    /// [`Tracking::Off`].
+    pub fn ground_truth(&self) -> Vec<u64> {
+        self.tracker().stack.return_addresses()
+    }
+
+    /// The ground-truth stack itself, frame by frame (`None` with [`Tracking::Off`]).
+    pub fn shadow_stack(&self) -> Option<&ShadowStack> {
+        (self.tracking() != Tracking::Off).then(|| &self.tracker().stack)
+    }
+
+    /// The per-instruction reference for [`Emulator::ground_truth`]
+    /// (only with [`Tracking::Instructions`]).
+    pub fn reference_ground_truth(&self) -> Option<Vec<u64>> {
+        Some(self.tracker().reference.as_ref()?.stack.return_addresses())
+    }
+
+    /// The per-instruction reference for [`Emulator::icount`]: instructions
+    /// counted one by one as they complete (only with [`Tracking::Instructions`]).
+    pub fn reference_icount(&self) -> Option<u64> {
+        Some(self.tracker().reference.as_ref()?.icount)
+    }
+
+    /// Turns blocks the decoder could not read into warnings (their
+    /// instruction count may be off).
+    fn report_undecodable(&mut self) {
+        let tracker = &mut self.uc.get_data_mut().tracker;
+        if tracker.undecodable.is_empty() {
+            return;
+        }
+        for addr in std::mem::take(&mut tracker.undecodable) {
+            self.warn(format!("cannot decode all the code at {addr:#x}; it counts as one instruction"));
+        }
     }
 
     /// Nanoseconds of virtual time since the start.
@@ -564,6 +635,7 @@ impl Emulator {
         let info = self.info();
         let read = |reg: i32| self.uc.reg_read(reg).map_err(self.engine_error("read a register"));
         let gprs = info.gprs.iter().map(|&reg| read(reg)).collect::<Result<Vec<_>, _>>()?;
+        let extra = info.extra_dwarf.iter().map(|&reg| read(reg)).collect::<Result<Vec<_>, _>>()?;
         Ok(Regs {
             arch: info.arch,
             pc: read(info.pc)?,
@@ -572,6 +644,7 @@ impl Emulator {
             ra: info.ra.map(read).transpose()?,
             tls: self.machine.tls(&self.uc).map_err(self.engine_error("read the thread pointer"))?,
             gprs,
+            extra,
         })
     }
 
@@ -599,7 +672,15 @@ impl Emulator {
     ///
     /// Runs are deterministic: the same program, configuration and sequence of
     /// limits give the same stops, registers and instruction counts.
+    ///
+    /// Instruction-count limits need [`Tracking::Blocks`] or more.
     pub fn run(&mut self, limit: RunLimit) -> Result<Stop, Error> {
+        if limit.until_icount.is_some() && self.tracking() == Tracking::Off {
+            return Err(Error::Setup {
+                file: self.image.file.clone(),
+                problem: "instruction-count limits need instruction tracking".into(),
+            });
+        }
         let stop_at = limit.until_icount.unwrap_or(u64::MAX);
         loop {
             if let Some(exit) = self.exit {
@@ -612,14 +693,50 @@ impl Emulator {
                 continue;
             }
             let shared = self.uc.get_data_mut();
-            shared.stop_at = stop_at;
+            shared.tracker.stop_at = stop_at;
             shared.trap = None;
+            // A stop inside a block: run that block alone up to the stop (see `track`).
+            let cut = shared.tracker.cut.take();
             let pc = self.reg(self.info().pc)?;
-            let result = self.uc.emu_start(pc, 0, 0, 0);
+            // Only translations covering the block's first instruction are
+            // dropped: the cut run must not find one; those starting later in
+            // the block (where earlier stops resumed) stay valid.
+            let until = match cut {
+                Some(cut) => {
+                    self.uc
+                        .ctl_remove_cache(cut.start, cut.start.saturating_add(1))
+                        .map_err(self.engine_error("drop a translation"))?;
+                    cut.at
+                }
+                // Unicorn always has an exit address; 0 is never code.
+                None => 0,
+            };
+            let result = self.uc.emu_start(pc, until, 0, 0);
+            track::finish_run(&mut self.uc);
+            if let Some(cut) = cut {
+                // The translation that ends at the exit address must not be reused.
+                self.uc
+                    .ctl_remove_cache(cut.start, cut.start.saturating_add(1))
+                    .map_err(self.engine_error("drop a translation"))?;
+            }
+            self.report_undecodable();
             let shared = self.uc.get_data_mut();
             let trap = shared.trap.take();
             if let Some(err) = shared.hook_error.take() {
                 return Err(self.engine_error("handle a trap")(err));
+            }
+            if let (Some(cut), None, Ok(())) = (cut, trap, result) {
+                if self.icount() != stop_at {
+                    return Err(Error::Setup {
+                        file: self.image.file.clone(),
+                        problem: format!(
+                            "the engine did not stop at instruction {stop_at} (at {:#x}) but after {}",
+                            cut.at,
+                            self.icount()
+                        ),
+                    });
+                }
+                continue;
             }
             match (trap, result) {
                 (Some(Trap::Syscall(nr)), _) => {
@@ -640,7 +757,8 @@ impl Emulator {
                     self.raise_synchronous(sig, Cause::Fault(code, pc))?;
                 }
                 (None, Ok(())) => {
-                    if self.icount() < stop_at {
+                    let cut_pending = self.tracker().cut.is_some();
+                    if self.icount() < stop_at && !cut_pending {
                         // The engine stopped without a reason: the guest jumped to
                         // address 0, which Unicorn treats as the end of the run.
                         let pc = self.reg(self.info().pc)?;

@@ -2,13 +2,15 @@
 //! and the hooks themselves.
 //!
 //! Hooks run inside `emu_start` and only record what happened (a trap, a page
-//! touched, the instruction count) and stop the engine; the emulator acts on
-//! it afterwards with full access to registers and memory. The one exception
-//! is the TLB-fill hook, which must answer at once: it is the page-fault
-//! handler and needs nothing but the page table.
+//! touched, a block executed) and stop the engine; the emulator acts on it
+//! afterwards with full access to registers and memory. The exceptions are
+//! the TLB-fill hook, which must answer at once (it is the page-fault handler
+//! and needs nothing but the page table), and the block hook, which keeps the
+//! instruction count and the ground-truth stack ([`crate::track`]).
 
 use crate::arch::{Machine, SyscallEntry};
 use crate::memory::{Access, PageTable};
+use crate::track::{self, Tracker, Tracking};
 use unicorn_engine::{uc_error, MemType, Prot, TlbEntry, TlbType, Unicorn, X86Insn};
 
 /// A Unicorn instance carrying the emulator's shared state.
@@ -24,18 +26,16 @@ pub(crate) enum Trap {
 }
 
 /// State shared between the emulator and its engine hooks.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Shared {
     /// Guest virtual memory: areas, permissions and page residency.
     pub(crate) pages: PageTable,
-    /// Guest instructions executed so far.
-    pub(crate) icount: u64,
-    /// Stop before executing instruction number `stop_at` (counting from 0).
-    pub(crate) stop_at: u64,
     /// A trap seen by a hook during the current `emu_start`.
     pub(crate) trap: Option<Trap>,
     /// An engine error inside a hook (reported after `emu_start` returns).
     pub(crate) hook_error: Option<uc_error>,
+    /// Instruction count, stops, and the ground-truth stack.
+    pub(crate) tracker: Tracker,
 }
 
 /// Creates an engine for `machine` with the emulator's hooks installed.
@@ -48,9 +48,15 @@ pub struct Shared {
 /// evicting a page is just a TLB flush. Physical memory is identity-mapped.
 /// The price is lower throughput (1.5–2.7× per the measurements), the same on
 /// every architecture, so results stay comparable across them.
-pub(crate) fn create(machine: &'static dyn Machine) -> Result<Engine, uc_error> {
+///
+/// `tracker` decides which execution hooks exist: none, one per block, or
+/// one per block and one per instruction. They are installed before anything
+/// is translated, because Unicorn compiles hook calls into translated code.
+pub(crate) fn create(machine: &'static dyn Machine, tracker: Tracker) -> Result<Engine, uc_error> {
     let info = machine.info();
-    let mut uc = Unicorn::new_with_data(info.uc_arch, info.uc_mode, Shared::default())?;
+    let mode = tracker.mode;
+    let shared = Shared { pages: PageTable::default(), trap: None, hook_error: None, tracker };
+    let mut uc = Unicorn::new_with_data(info.uc_arch, info.uc_mode, shared)?;
     uc.ctl_set_tlb_type(TlbType::VIRTUAL)?;
 
     uc.add_tlb_hook(1, 0, |uc, page, kind| {
@@ -63,18 +69,12 @@ pub(crate) fn create(machine: &'static dyn Machine) -> Result<Engine, uc_error> 
         Some(TlbEntry { paddr: page, perms: Prot(u32::from(perms.bits())) })
     })?;
 
-    // The instruction counter. It runs before each instruction: an instruction
-    // is counted when it starts, and the engine stops *before* instruction
-    // `stop_at`, which is then not counted (on resume the hook fires again for
-    // it, and counts it then).
-    uc.add_code_hook(1, 0, |uc, _pc, _size| {
-        let shared = uc.get_data_mut();
-        if shared.icount >= shared.stop_at {
-            let _ = uc.emu_stop();
-        } else {
-            shared.icount += 1;
-        }
-    })?;
+    if mode != Tracking::Off {
+        uc.add_block_hook(1, 0, track::on_block)?;
+    }
+    if mode == Tracking::Instructions {
+        uc.add_code_hook(1, 0, track::on_instruction)?;
+    }
 
     if info.entry == SyscallEntry::Instruction {
         uc.add_insn_sys_hook(X86Insn::SYSCALL, 1, 0, move |uc| trap_syscall(uc, machine))?;

@@ -33,9 +33,17 @@
 //! * **System calls** ([`syscall`]): one table keyed by name with the
 //!   numbers for each architecture; handlers are shared. A hook only records
 //!   the trap and stops the engine; the call is serviced outside it.
-//! * **Instruction count**: a per-instruction hook counts and stops the
-//!   engine *before* instruction N, so stop points are exact and runs with
-//!   and without stops execute the same instructions.
+//! * **Instruction count and ground truth** ([`track`], [`flow`],
+//!   [`shadow`]): a hook per translated block counts instructions (each
+//!   block decoded once with Capstone) and keeps the ground-truth
+//!   return-address stack from the block's last instruction. Stops are exact,
+//!   *before* instruction N, also inside a block, so runs with and without
+//!   stops execute the same instructions. [`Tracking::Instructions`] adds a
+//!   per-instruction reference that tests compare against. [`NmiSource`]
+//!   stops every N instructions and reports registers and ground truth.
+//! * **The kernel model's view** ([`UserView`], `From<&Regs>` for
+//!   [`kmodel::arch::UserRegs`]): user memory with faultable and
+//!   non-faultable reads, registers by DWARF number.
 //! * **Signals** ([`sigframe`]): handlers run on Linux's own frame layout for
 //!   each architecture, so unwinders can walk through them; the sigreturn
 //!   trampolines live in a vDSO-like page.
@@ -48,13 +56,18 @@ pub mod elf;
 mod emulator;
 pub mod engine;
 mod error;
+pub mod flow;
 mod kernel;
 pub mod layout;
 pub mod memory;
+mod nmi;
+pub mod shadow;
 pub mod sigframe;
 pub mod signal;
 pub mod stack;
 pub mod syscall;
+pub mod track;
+mod user;
 mod view;
 
 pub use arch::{Arch, ArchInfo, Machine};
@@ -62,5 +75,9 @@ pub use emulator::{Config, Emulator, Event, Exit, Regs, RunLimit, Stop};
 pub use error::Error;
 pub use kernel::{SigAction, Stdin};
 pub use memory::{Access, Area, AreaKind, MemFault, PageStats, PageTable, Perms, ReadMode, PAGE_SIZE};
+pub use nmi::{NmiPoint, NmiSource};
+pub use shadow::{After, FrameKind, ShadowFrame, ShadowStack};
 pub use syscall::SyscallRecord;
+pub use track::Tracking;
+pub use user::UserView;
 pub use view::GuestView;

@@ -170,11 +170,16 @@ pub(crate) fn deliver(emu: &mut Emulator, sig: u32, cause: Cause) -> Result<(), 
         restorer,
         fault_addr,
     };
+    let resume_pc = emu.reg(info.pc)?;
     match frames(emu.arch()).push(emu, &delivery) {
         Ok(()) => {}
         Err(SysError::Errno(_)) => return emu.terminate(signal::SIGSEGV),
         Err(SysError::Host(err)) => return Err(err),
     }
+    // The handler runs as if called from the interrupted code with the
+    // trampoline as its return address.
+    let handler_sp = emu.reg(info.sp)?;
+    emu.uc.get_data_mut().tracker.signal_delivered(restorer, handler_sp, resume_pc);
     let mut block = action.mask;
     if action.flags & SA_NODEFER == 0 {
         block |= sig_bit(sig);
@@ -191,6 +196,7 @@ pub(crate) fn sigreturn(emu: &mut Emulator, rt: bool) -> SysResult {
     match frames(emu.arch()).pop(emu, rt) {
         Ok(mask) => {
             emu.signals.blocked = mask & !crate::syscall::UNBLOCKABLE;
+            emu.uc.get_data_mut().tracker.sigreturn();
             Ok(Outcome::Resume)
         }
         // A frame that cannot be read is fatal, as in Linux.

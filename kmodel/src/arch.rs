@@ -125,8 +125,9 @@ pub struct UserRegs {
     pub arch: Arch,
     /// Program counter.
     pub pc: u64,
-    /// General registers by DWARF number (x86-64 0–16, AArch64 0–31 with
-    /// 31 = SP, s390x 0–15); SP, FP and the link register among them.
+    /// Registers by DWARF number (x86-64 0–16, AArch64 0–31 with 31 = SP,
+    /// s390x 0–15 and the FPRs as 16–31, where leaf functions may keep FP
+    /// and RA); SP, FP and the link register among them.
     pub gprs: Vec<u64>,
 }
 
@@ -148,7 +149,7 @@ impl UserRegs {
         match arch {
             Arch::X86_64 => 17,
             Arch::Aarch64 => 32,
-            Arch::S390x => 16,
+            Arch::S390x => 32,
         }
     }
 

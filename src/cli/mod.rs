@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 
 mod exec;
+mod run;
 mod sframe;
 mod sframe_gen;
 
@@ -22,6 +23,12 @@ enum Command {
     /// Run a static x86-64, AArch64 or s390x program under the emulator
     /// (options go before ELF); exits with the program's status.
     Exec(exec::ExecArgs),
+    /// Run a scenario: guests under the emulator, the kernel model, verdicts.
+    Run(run::RunArgs),
+    /// Re-run the scenario recorded in a log and check the new log is identical.
+    Replay(run::ReplayArgs),
+    /// Sample a program and report, per unwinder, how often its stacks are exact.
+    Validate(run::ValidateArgs),
 }
 
 /// Exit status for a run that found nothing wrong.
@@ -43,6 +50,9 @@ pub fn main() -> i32 {
     match cli.command {
         Command::Sframe(cmd) => sframe::run(cmd),
         Command::Exec(args) => exec::run(args),
+        Command::Run(args) => run::run(&args),
+        Command::Replay(args) => run::run_replay(&args),
+        Command::Validate(args) => run::run_validate(&args),
     }
 }
 

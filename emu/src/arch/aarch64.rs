@@ -48,6 +48,7 @@ static INFO: ArchInfo = ArchInfo {
     sp: R::SP as i32,
     fp: R::X29 as i32,
     ra: Some(R::X30 as i32),
+    extra_dwarf: &[],
     gprs: &[
         R::X0 as i32,
         R::X1 as i32,

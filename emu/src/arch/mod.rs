@@ -169,6 +169,10 @@ pub struct ArchInfo {
     pub sigreturn_code: &'static [u8],
     /// Code that calls the old `sigreturn`, where there is one (s390x).
     pub old_sigreturn_code: &'static [u8],
+    /// Unicorn ids of the registers DWARF numbers right after the GPRs
+    /// (s390x: f0, f2, f4, f6, f1, f3, f5, f7, f8, f10, f12, f14, f9, f11,
+    /// f13, f15 = DWARF 16–31); empty elsewhere.
+    pub extra_dwarf: &'static [i32],
 }
 
 /// What the emulator needs to know to run code of one architecture.

@@ -43,6 +43,7 @@ static INFO: ArchInfo = ArchInfo {
     sp: R::RSP as i32,
     fp: R::RBP as i32,
     ra: None,
+    extra_dwarf: &[],
     gprs: &[
         R::RAX as i32,
         R::RDX as i32,

@@ -90,6 +90,11 @@ pub struct UnwindConfig {
     pub sframe_mode: SframeMode,
     /// Most entries recorded, the first (the user PC) included.
     pub max_entries: usize,
+    /// Look up `ip − 1` for frames below the topmost, as DWARF unwinders do.
+    /// Off (the kernel series as modelled): a return address just past a
+    /// `noreturn` call at a function's end then falls in the next function
+    /// or in no FDE at all, and the walk goes wrong there.
+    pub caller_ip_adjust: bool,
 }
 
 impl Default for UnwindConfig {
@@ -98,6 +103,7 @@ impl Default for UnwindConfig {
             order: vec![Method::Sframe, Method::Fp],
             sframe_mode: SframeMode::KernelStrict,
             max_entries: UNWIND_MAX_ENTRIES,
+            caller_ip_adjust: false,
         }
     }
 }
@@ -192,6 +198,7 @@ pub fn unwind_user(
         access,
         // `current_has_sframe()`: SFrame is a method only if the mm has sections.
         sframe_available: !registry.is_empty(),
+        caller_ip_adjust: cfg.caller_ip_adjust,
         state: State { ip: regs.pc, sp: regs.sp(), fp: regs.fp(), topmost: true },
     };
     loop {
@@ -321,6 +328,7 @@ struct Walk<'a> {
     mem: &'a Recorder<'a>,
     access: Access,
     sframe_available: bool,
+    caller_ip_adjust: bool,
     state: State,
 }
 
@@ -330,6 +338,15 @@ impl Walk<'_> {
         let mut bytes = [0u8; 8];
         self.mem.read(addr, &mut bytes, self.access).map_err(StepError::Fault)?;
         Ok(self.arch.word(bytes))
+    }
+
+    /// The PC whose SFrame row describes this frame.
+    fn lookup_ip(&self) -> u64 {
+        if self.caller_ip_adjust && !self.state.topmost {
+            self.state.ip.wrapping_sub(1)
+        } else {
+            self.state.ip
+        }
     }
 
     /// A live register, which only the topmost frame has
@@ -354,7 +371,7 @@ impl Walk<'_> {
         for &method in order {
             let found = match method {
                 Method::Sframe if !self.sframe_available => continue,
-                Method::Sframe => match registry.lookup(self.mem, self.access, self.arch, self.state.ip) {
+                Method::Sframe => match registry.lookup(self.mem, self.access, self.arch, self.lookup_ip()) {
                     Ok(found) => found,
                     Err(miss) => {
                         if let Some(sframe_start) = miss.drops_section() {

@@ -1,0 +1,126 @@
+//! The guest as the kernel model sees it: its user memory
+//! ([`kmodel::memory::UserMemory`]) and its registers
+//! ([`kmodel::arch::UserRegs`]).
+
+use crate::arch::Arch;
+use crate::emulator::{Emulator, Regs};
+use crate::memory::{MemFault, ReadMode};
+use kmodel::memory::{Access, MemError, UserMemory};
+use std::cell::RefCell;
+
+/// The emulator's memory as a task's user address space.
+///
+/// [`UserMemory::read`] takes `&self`, but a faultable read changes the page
+/// table (a non-resident page becomes resident and is counted), so the view
+/// holds the emulator in a `RefCell`.
+pub struct UserView<'e> {
+    emu: RefCell<&'e mut Emulator>,
+}
+
+impl<'e> UserView<'e> {
+    /// A view of `emu`'s memory.
+    pub fn new(emu: &'e mut Emulator) -> Self {
+        UserView { emu: RefCell::new(emu) }
+    }
+}
+
+impl std::fmt::Debug for UserView<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UserView").finish_non_exhaustive()
+    }
+}
+
+impl UserMemory for UserView<'_> {
+    /// Faultable reads bring non-resident pages in and count them
+    /// ([`PageStats::kernel_faults`](crate::PageStats::kernel_faults));
+    /// non-faultable reads of a non-resident page fail with
+    /// [`MemError::WouldFault`] and change nothing. Unmapped or unreadable
+    /// memory is [`MemError::Unmapped`] (`-EFAULT`) in either mode.
+    fn read(&self, addr: u64, buf: &mut [u8], access: Access) -> Result<(), MemError> {
+        let mode = match access {
+            Access::Faultable => ReadMode::Faultable,
+            Access::NoFault => ReadMode::NonFaultable,
+        };
+        self.emu.borrow_mut().read(addr, buf, mode).map_err(|fault| match fault {
+            MemFault::NotResident { addr } => MemError::WouldFault { addr },
+            MemFault::Unmapped { addr } | MemFault::Protection { addr, .. } => MemError::Unmapped { addr },
+        })
+    }
+
+    /// Pages brought in by faultable reads (and the emulator's own kernel-side
+    /// accesses) since the program was loaded.
+    fn fault_count(&self) -> u64 {
+        self.emu.borrow().page_stats().kernel_faults
+    }
+}
+
+impl Emulator {
+    /// The guest's memory as the kernel model reads it.
+    pub fn user_memory(&mut self) -> UserView<'_> {
+        UserView::new(self)
+    }
+}
+
+impl From<Arch> for kmodel::arch::Arch {
+    fn from(arch: Arch) -> Self {
+        match arch {
+            Arch::X86_64 => kmodel::arch::Arch::X86_64,
+            Arch::Aarch64 => kmodel::arch::Arch::Aarch64,
+            Arch::S390x => kmodel::arch::Arch::S390x,
+        }
+    }
+}
+
+impl From<&Regs> for kmodel::arch::UserRegs {
+    /// The registers by DWARF number, as the model keeps them: x86-64 0–15
+    /// (rax, rdx, rcx, rbx, rsi, rdi, rbp, rsp, r8–r15) and 16 = rip;
+    /// AArch64 x0–x30 and 31 = sp; s390x r0–r15 and the FPRs as 16–31. [`Regs::gprs`] is already
+    /// in DWARF order; x86-64 adds the PC, which DWARF numbers as a register.
+    fn from(regs: &Regs) -> Self {
+        let arch = kmodel::arch::Arch::from(regs.arch);
+        let mut gprs = regs.gprs.clone();
+        gprs.extend_from_slice(&regs.extra);
+        gprs.resize(kmodel::arch::UserRegs::gpr_count(arch), 0);
+        if regs.arch == Arch::X86_64 {
+            gprs[16] = regs.pc;
+        }
+        kmodel::arch::UserRegs { arch, pc: regs.pc, gprs }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registers_keep_dwarf_numbers() {
+        let x86 = Regs {
+            arch: Arch::X86_64,
+            pc: 0x401000,
+            sp: 0x7ff0,
+            fp: 0x7ff8,
+            ra: None,
+            tls: 0,
+            gprs: (0..16).map(|i| 100 + i).collect(),
+            extra: Vec::new(),
+        };
+        let user = kmodel::arch::UserRegs::from(&x86);
+        assert_eq!(user.arch, kmodel::arch::Arch::X86_64);
+        assert_eq!(user.gprs.len(), 17);
+        assert_eq!(user.dwarf(0), Some(100)); // rax
+        assert_eq!(user.dwarf(7), Some(107)); // rsp
+        assert_eq!(user.dwarf(16), Some(0x401000)); // rip
+        assert_eq!(user.pc, 0x401000);
+
+        let a64 = Regs { arch: Arch::Aarch64, gprs: (0..32).collect(), ra: Some(30), ..x86.clone() };
+        let user = kmodel::arch::UserRegs::from(&a64);
+        assert_eq!((user.gprs.len(), user.sp(), user.fp(), user.lr()), (32, 31, 29, Some(30)));
+
+        let s390 =
+            Regs { arch: Arch::S390x, gprs: (0..16).collect(), ra: Some(14), extra: (100..116).collect(), ..x86 };
+        let user = kmodel::arch::UserRegs::from(&s390);
+        assert_eq!((user.gprs.len(), user.sp(), user.fp(), user.lr()), (32, 15, 11, Some(14)));
+        // The FPRs follow in DWARF order: 16 = f0, 17 = f2, …
+        assert_eq!((user.dwarf(16), user.dwarf(31)), (Some(100), Some(115)));
+    }
+}

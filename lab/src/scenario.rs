@@ -1,0 +1,407 @@
+//! The scenario format: one JSON file describing a machine, guests, tracers,
+//! kernel options, timed events and expectations. Unknown fields are errors;
+//! every error names the file, the JSON path and what was expected.
+
+use std::path::{Path, PathBuf};
+
+use kmodel::arch::Arch;
+use kmodel::kernel::{ExitPath, KernelVersion};
+use kmodel::tracer::UserStackMode;
+use serde::{Deserialize, Serialize};
+
+/// A whole scenario.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Short name (used in logs and snapshots).
+    pub name: String,
+    /// What the scenario shows.
+    #[serde(default)]
+    pub description: String,
+    /// The machine.
+    pub machine: Machine,
+    /// Seed for everything random in the guests (AT_RANDOM, getrandom).
+    #[serde(default)]
+    pub seed: u64,
+    /// Programs to run (at least one).
+    pub guests: Vec<Guest>,
+    /// Tracers, registered in this order before the guests start.
+    #[serde(default)]
+    pub tracers: Vec<Tracer>,
+    /// Kernel options.
+    #[serde(default)]
+    pub kernel: KernelConfig,
+    /// Timed events.
+    #[serde(default)]
+    pub events: Vec<TimedEvent>,
+    /// Stop profiling after this many instructions in total (tasks still in
+    /// the kernel then keep their pending requests: "asleep at end").
+    #[serde(default)]
+    pub stop_after: Option<u64>,
+    /// Expectations checked after the run.
+    #[serde(default)]
+    pub expect: Option<Expect>,
+}
+
+/// The machine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Machine {
+    /// Architecture of every guest.
+    pub arch: Arch,
+    /// CPUs.
+    #[serde(default = "default_cpus")]
+    pub cpus: usize,
+}
+
+fn default_cpus() -> usize {
+    1
+}
+
+/// One guest program.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Guest {
+    /// Name other parts of the scenario use.
+    pub name: String,
+    /// Path of the static ELF file, relative to the scenario file.
+    pub path: PathBuf,
+    /// Arguments after argv[0].
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Bytes on standard input.
+    #[serde(default)]
+    pub stdin: String,
+    /// CPU it starts on.
+    #[serde(default)]
+    pub cpu: usize,
+    /// Bytes to overwrite in its `.sframe` before the kernel registers it
+    /// (offset from the section start, new byte): a corrupted section.
+    #[serde(default)]
+    pub sframe_patch: Vec<(u64, u8)>,
+}
+
+/// A tracer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Tracer {
+    /// perf: samples every `period` instructions of the running task.
+    Perf {
+        /// Name.
+        name: String,
+        /// Sampling period in guest instructions.
+        period: u64,
+        /// How it gets user stacks.
+        #[serde(default = "deferred")]
+        user_stack: UserStackMode,
+        /// CPU-wide (default) or bound to the named guest.
+        #[serde(default)]
+        task: Option<String>,
+    },
+    /// ftrace with `userstacktrace_delay`: requests at every system-call entry.
+    Ftrace {
+        /// Name (with `instances` > 1: the prefix of `name0`, `name1`, …).
+        name: String,
+        /// How many instances to create (each wants a tracer bit).
+        #[serde(default = "one")]
+        instances: u32,
+    },
+    /// A BPF program on the sampling NMI.
+    Bpf {
+        /// Name.
+        name: String,
+    },
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn deferred() -> UserStackMode {
+    UserStackMode::Deferred
+}
+
+impl Tracer {
+    /// Its name.
+    pub fn name(&self) -> &str {
+        match self {
+            Tracer::Perf { name, .. } | Tracer::Ftrace { name, .. } | Tracer::Bpf { name } => name,
+        }
+    }
+}
+
+/// Which user unwinder the kernel tries first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnwinderName {
+    /// SFrame.
+    Sframe,
+    /// Frame pointers (back chain on s390x).
+    Fp,
+}
+
+/// SFrame acceptance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SframeStrictness {
+    /// V3 only, as the kernel patches.
+    #[default]
+    Kernel,
+    /// V1, V2 and V3.
+    Lab,
+}
+
+/// Kernel options.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct KernelConfig {
+    /// Deferred-unwind code version.
+    pub version: KernelVersion,
+    /// Exit-path variant.
+    pub exit_path: ExitPath,
+    /// Unwinders in order of preference.
+    pub unwinders: Vec<UnwinderName>,
+    /// SFrame strictness.
+    pub sframe: SframeStrictness,
+    /// NMI-safe cmpxchg available.
+    pub nmi_safe_cmpxchg: bool,
+    /// Bytes copied by the copy-on-exit variant.
+    pub copy_on_exit_bytes: u64,
+    /// SFrame lookups of caller frames use `ip − 1` (not what the kernel
+    /// series does; shows what it would fix).
+    pub caller_ip_adjust: bool,
+}
+
+impl Default for KernelConfig {
+    fn default() -> Self {
+        KernelConfig {
+            version: KernelVersion::V6_19,
+            exit_path: ExitPath::Upstream,
+            unwinders: vec![UnwinderName::Sframe, UnwinderName::Fp],
+            sframe: SframeStrictness::Kernel,
+            nmi_safe_cmpxchg: true,
+            copy_on_exit_bytes: 8192,
+            caller_ip_adjust: false,
+        }
+    }
+}
+
+/// An event at a point of the run. (Unknown fields are still refused: the
+/// flattened [`Action`] denies them; serde cannot deny on both levels.)
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimedEvent {
+    /// Total guest instructions executed when it happens.
+    pub at: u64,
+    /// What happens.
+    #[serde(flatten)]
+    pub action: Action,
+}
+
+/// What a timed event does.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Action {
+    /// Migrate the task (takes effect while it is in the kernel next, or at once if it is).
+    Migrate {
+        /// Guest.
+        task: String,
+        /// Destination CPU.
+        cpu: usize,
+    },
+    /// Evict pages of the task.
+    Evict {
+        /// Guest.
+        task: String,
+        /// Which pages.
+        what: EvictWhat,
+    },
+    /// Cancel a tracer.
+    Cancel {
+        /// Tracer name.
+        tracer: String,
+    },
+    /// Register another tracer.
+    Register {
+        /// The tracer.
+        tracer: Tracer,
+    },
+    /// Make the task's next system call (of that name, if given) slow: it
+    /// stays in the kernel for this many sampling periods, each one an NMI
+    /// that hits it there.
+    SlowSyscall {
+        /// Guest.
+        task: String,
+        /// NMIs taken while it is in the kernel.
+        nmis: u32,
+        /// Only a system call of this name (e.g. "exit_group").
+        #[serde(default)]
+        syscall: Option<String>,
+    },
+}
+
+/// Pages to evict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EvictWhat {
+    /// The `.sframe` section(s).
+    Sframe,
+    /// The user stack.
+    Stack,
+    /// An address range.
+    Range(u64, u64),
+}
+
+/// Expectations (all optional).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Expect {
+    /// Samples taken, at least.
+    pub min_samples: Option<u64>,
+    /// Stacks delivered exact, at least this share (0–1).
+    pub min_exact_share: Option<f64>,
+    /// Stacks lost, exactly.
+    pub lost: Option<u64>,
+    /// Guest exit statuses by name.
+    pub exit: Option<std::collections::BTreeMap<String, i32>>,
+    /// No invariant violations (default true when `expect` is given).
+    pub no_violations: Option<bool>,
+}
+
+/// A scenario file that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    /// Unreadable.
+    #[error("{file}: {source}")]
+    Io {
+        /// The file.
+        file: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Not the format.
+    #[error("{file}: at {path}: {message}")]
+    Format {
+        /// The file.
+        file: String,
+        /// JSON path of the offending value.
+        path: String,
+        /// What was expected.
+        message: String,
+    },
+    /// Well-formed but impossible.
+    #[error("{file}: at {path}: {message}")]
+    Invalid {
+        /// The file.
+        file: String,
+        /// JSON path.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl Scenario {
+    /// Parses scenario text; `file` names it in errors.
+    pub fn parse(text: &str, file: &str) -> Result<Self, ScenarioError> {
+        let de = &mut serde_json::Deserializer::from_str(text);
+        let scenario: Scenario = serde_path_to_error::deserialize(de).map_err(|e| ScenarioError::Format {
+            file: file.to_string(),
+            path: e.path().to_string(),
+            message: e.inner().to_string(),
+        })?;
+        scenario.validate(file)?;
+        Ok(scenario)
+    }
+
+    /// Reads and parses a scenario file; guest paths become relative to it.
+    pub fn load(path: &Path) -> Result<Self, ScenarioError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Io { file: file.clone(), source })?;
+        let mut s = Self::parse(&text, &file)?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        for (i, g) in s.guests.iter_mut().enumerate() {
+            if g.path.is_relative() {
+                g.path = dir.join(&g.path);
+            }
+            if !g.path.is_file() {
+                return Err(ScenarioError::Invalid {
+                    file,
+                    path: format!("guests[{i}].path"),
+                    message: format!("no such guest program: {}", g.path.display()),
+                });
+            }
+        }
+        Ok(s)
+    }
+
+    /// Checks what the types cannot: references, ranges, ordering.
+    pub fn validate(&self, file: &str) -> Result<(), ScenarioError> {
+        let bad = |path: String, message: String| Err(ScenarioError::Invalid { file: file.to_string(), path, message });
+        if self.machine.cpus == 0 || self.machine.cpus > 64 {
+            return bad("machine.cpus".into(), format!("expected 1 to 64 CPUs, got {}", self.machine.cpus));
+        }
+        if self.guests.is_empty() {
+            return bad("guests".into(), "expected at least one guest".into());
+        }
+        let guest = |name: &str| self.guests.iter().any(|g| g.name == name);
+        for (i, g) in self.guests.iter().enumerate() {
+            if g.cpu >= self.machine.cpus {
+                return bad(
+                    format!("guests[{i}].cpu"),
+                    format!("CPU {} does not exist ({} CPUs)", g.cpu, self.machine.cpus),
+                );
+            }
+            if self.guests[..i].iter().any(|o| o.name == g.name) {
+                return bad(format!("guests[{i}].name"), format!("duplicate guest name {:?}", g.name));
+            }
+        }
+        let mut tracers: Vec<&str> = Vec::new();
+        for (i, t) in self.tracers.iter().enumerate() {
+            if tracers.contains(&t.name()) {
+                return bad(format!("tracers[{i}].name"), format!("duplicate tracer name {:?}", t.name()));
+            }
+            tracers.push(t.name());
+            if let Tracer::Perf { period, task, .. } = t {
+                if *period == 0 {
+                    return bad(format!("tracers[{i}].period"), "expected a period of at least 1 instruction".into());
+                }
+                if let Some(task) = task.as_deref().filter(|t| !guest(t)) {
+                    return bad(format!("tracers[{i}].task"), format!("no guest named {task:?}"));
+                }
+            }
+        }
+        if self.kernel.unwinders.is_empty() {
+            return bad("kernel.unwinders".into(), "expected at least one unwinder".into());
+        }
+        let mut last = 0;
+        for (i, e) in self.events.iter().enumerate() {
+            if e.at < last {
+                return bad(format!("events[{i}].at"), format!("events must be in time order ({} < {last})", e.at));
+            }
+            last = e.at;
+            let task = match &e.action {
+                Action::Migrate { task, cpu } => {
+                    if *cpu >= self.machine.cpus {
+                        return bad(format!("events[{i}].cpu"), format!("CPU {cpu} does not exist"));
+                    }
+                    Some(task)
+                }
+                Action::Evict { task, .. } | Action::SlowSyscall { task, .. } => Some(task),
+                Action::Cancel { tracer } => {
+                    if !tracers.contains(&tracer.as_str()) {
+                        return bad(format!("events[{i}].tracer"), format!("no tracer named {tracer:?}"));
+                    }
+                    None
+                }
+                Action::Register { tracer } => {
+                    tracers.push(tracer.name());
+                    None
+                }
+            };
+            if let Some(task) = task.filter(|t| !guest(t)) {
+                return bad(format!("events[{i}].task"), format!("no guest named {task:?}"));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,156 @@
+//! `unwindlab validate`: sample a binary every N instructions and tell a
+//! toolchain developer, per unwinder, how often the stack was exact and
+//! where (function, PC) it was not.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::runner::{run, RunError};
+use crate::scenario::{Guest, KernelConfig, Machine, Scenario, SframeStrictness, Tracer, UnwinderName};
+use crate::verdict::Verdict;
+
+/// Results for one unwinder.
+#[derive(Debug, Clone, Serialize)]
+pub struct UnwinderResult {
+    /// Samples judged.
+    pub samples: u64,
+    /// Exact stacks.
+    pub exact: u64,
+    /// Truncated stacks.
+    pub truncated: u64,
+    /// Wrong stacks.
+    pub wrong: u64,
+    /// Lost stacks (should be 0 here).
+    pub lost: u64,
+    /// Where it failed, most frequent first.
+    pub failures: Vec<Failure>,
+}
+
+/// A place where an unwinder went wrong or stopped early.
+#[derive(Debug, Clone, Serialize)]
+pub struct Failure {
+    /// The function whose frame could not be unwound correctly.
+    pub function: String,
+    /// The PC in it (the last correct entry of the stack).
+    pub pc: u64,
+    /// "truncated" or "wrong".
+    pub kind: &'static str,
+    /// How many samples failed there.
+    pub count: u64,
+}
+
+/// Function symbols of an ELF file, for naming PCs.
+pub struct Symbols(Vec<(u64, u64, String)>);
+
+impl Symbols {
+    /// Reads the symbol table of `path` (empty if it has none).
+    pub fn read(path: &Path) -> Symbols {
+        let data = std::fs::read(path).unwrap_or_default();
+        let mut syms = Vec::new();
+        if let Ok(elf) = goblin::elf::Elf::parse(&data) {
+            for s in elf.syms.iter().filter(|s| s.st_type() == goblin::elf::sym::STT_FUNC && s.st_value != 0) {
+                if let Some(name) = elf.strtab.get_at(s.st_name) {
+                    syms.push((s.st_value, s.st_size, name.to_string()));
+                }
+            }
+        }
+        syms.sort();
+        syms.dedup_by_key(|s| s.0);
+        Symbols(syms)
+    }
+
+    /// `name+0xoff` for `pc`, or the hex address.
+    pub fn name(&self, pc: u64) -> String {
+        let i = self.0.partition_point(|s| s.0 <= pc);
+        match i.checked_sub(1).map(|i| &self.0[i]) {
+            Some((start, size, name)) if pc < start + (*size).max(1) => format!("{name}+{:#x}", pc - start),
+            _ => format!("{pc:#x}"),
+        }
+    }
+
+    /// The function name alone.
+    pub fn function(&self, pc: u64) -> String {
+        let n = self.name(pc);
+        n.split('+').next().unwrap_or(&n).to_string()
+    }
+}
+
+/// Runs `elf` with `args` once per unwinder, sampling every `every`
+/// instructions, and tallies the verdicts.
+pub fn validate(
+    elf: &Path,
+    args: &[String],
+    every: u64,
+    unwinders: &[UnwinderName],
+) -> Result<BTreeMap<String, UnwinderResult>, RunError> {
+    let arch = emu::Emulator::load(elf, emu::Config::default())
+        .map_err(|e| RunError::Guest { guest: elf.display().to_string(), message: e.to_string() })?
+        .arch()
+        .into();
+    let symbols = Symbols::read(elf);
+    let mut out = BTreeMap::new();
+    for &unwinder in unwinders {
+        let scenario = Scenario {
+            name: format!("validate-{unwinder:?}").to_lowercase(),
+            description: format!("{} sampled every {every} instructions", elf.display()),
+            machine: Machine { arch, cpus: 1 },
+            seed: 0,
+            guests: vec![Guest {
+                name: "guest".into(),
+                path: elf.to_path_buf(),
+                args: args.to_vec(),
+                stdin: String::new(),
+                cpu: 0,
+                sframe_patch: Vec::new(),
+            }],
+            tracers: vec![Tracer::Perf {
+                name: "perf".into(),
+                period: every,
+                user_stack: kmodel::tracer::UserStackMode::Deferred,
+                task: None,
+            }],
+            // Judge one unwinder alone, whatever SFrame version the file has.
+            kernel: KernelConfig {
+                unwinders: vec![unwinder],
+                sframe: SframeStrictness::Lab,
+                ..KernelConfig::default()
+            },
+            events: Vec::new(),
+            stop_after: None,
+            expect: None,
+        };
+        let report = run(&scenario)?;
+        let mut failures: BTreeMap<(String, u64, &'static str), u64> = BTreeMap::new();
+        for s in &report.samples {
+            let (at, kind) = match s.verdict {
+                Verdict::Truncated { frames, .. } => (frames.saturating_sub(1), "truncated"),
+                Verdict::Wrong { frame, .. } => (frame.saturating_sub(1), "wrong"),
+                _ => continue,
+            };
+            let pc = s.truth.get(at).copied().unwrap_or(0);
+            *failures.entry((symbols.function(pc), pc, kind)).or_insert(0) += 1;
+        }
+        let mut failures: Vec<Failure> =
+            failures.into_iter().map(|((function, pc, kind), count)| Failure { function, pc, kind, count }).collect();
+        failures.sort_by(|a, b| b.count.cmp(&a.count).then(a.pc.cmp(&b.pc)));
+        let s = &report.summary;
+        let name = match unwinder {
+            UnwinderName::Sframe => "sframe",
+            UnwinderName::Fp => "fp",
+        };
+        out.insert(
+            name.to_string(),
+            UnwinderResult {
+                samples: s.judged,
+                exact: s.exact,
+                truncated: s.truncated,
+                wrong: s.wrong,
+                lost: s.lost,
+                failures,
+            },
+        );
+    }
+    Ok(out)
+}

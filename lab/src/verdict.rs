@@ -1,0 +1,60 @@
+//! Judging a delivered user stack against the ground truth captured when
+//! the sample was taken (the user stack cannot change while the task is in
+//! the kernel, so that truth still holds when the deferred callback runs).
+
+use serde::Serialize;
+
+/// The verdict on one sample's user stack.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "verdict", rename_all = "snake_case")]
+pub enum Verdict {
+    /// Every frame, in order.
+    Exact,
+    /// A correct prefix: the walk stopped early.
+    Truncated {
+        /// Frames delivered (the first missing one is this index).
+        frames: usize,
+        /// Frames the truth has.
+        expected: usize,
+    },
+    /// A frame differs.
+    Wrong {
+        /// Index of the first wrong frame.
+        frame: usize,
+        /// What the truth has there (None: the truth ended).
+        expected: Option<u64>,
+        /// What was delivered.
+        got: u64,
+    },
+    /// No stack reached the tracer.
+    Lost {
+        /// Why.
+        why: String,
+    },
+}
+
+impl Verdict {
+    /// Compares a delivered stack (PC first) with the truth (PC first).
+    pub fn judge(delivered: &[u64], truth: &[u64]) -> Verdict {
+        if let Some(frame) = delivered.iter().zip(truth).position(|(d, t)| d != t) {
+            return Verdict::Wrong { frame, expected: Some(truth[frame]), got: delivered[frame] };
+        }
+        match delivered.len().cmp(&truth.len()) {
+            std::cmp::Ordering::Equal => Verdict::Exact,
+            std::cmp::Ordering::Less => Verdict::Truncated { frames: delivered.len(), expected: truth.len() },
+            std::cmp::Ordering::Greater => {
+                Verdict::Wrong { frame: truth.len(), expected: None, got: delivered[truth.len()] }
+            }
+        }
+    }
+
+    /// Short name for tallies.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Verdict::Exact => "exact",
+            Verdict::Truncated { .. } => "truncated",
+            Verdict::Wrong { .. } => "wrong",
+            Verdict::Lost { .. } => "lost",
+        }
+    }
+}

@@ -1,0 +1,223 @@
+//! `unwindlab run` and `unwindlab replay`.
+
+use std::path::Path;
+
+use lab::replay::{replay, Replay};
+use lab::{Report, Scenario};
+
+use super::{emit, emit_line, EXIT_INVALID, EXIT_OK, EXIT_USAGE};
+
+/// Options of `run`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct RunArgs {
+    /// The scenario file (JSON; see scenarios/README.md). Without it, the
+    /// built-in default scenario (scenarios/basic-x86_64.json) runs.
+    scenario: Option<String>,
+    /// Write the event log (JSON Lines) here.
+    #[arg(long, value_name = "FILE")]
+    log: Option<String>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Options of `replay`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ReplayArgs {
+    /// A log written by `unwindlab run --log`.
+    log: String,
+}
+
+/// The default scenario, built in; its guest is found in the source tree the
+/// binary was built from.
+const DEFAULT_SCENARIO: &str = include_str!("../../scenarios/basic-x86_64.json");
+
+fn default_scenario() -> Result<Scenario, lab::ScenarioError> {
+    let mut s = Scenario::parse(DEFAULT_SCENARIO, "built-in scenario basic-x86_64")?;
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    for g in &mut s.guests {
+        g.path = dir.join(&g.path);
+    }
+    Ok(s)
+}
+
+pub(crate) fn run(args: &RunArgs) -> i32 {
+    let name = args.scenario.clone().unwrap_or_else(|| "built-in scenario".into());
+    let loaded = match &args.scenario {
+        Some(path) => Scenario::load(Path::new(path)),
+        None => default_scenario(),
+    };
+    let scenario = match loaded {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("unwindlab: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let report = match lab::run(&scenario) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("unwindlab: {name}: {e}");
+            return EXIT_INVALID;
+        }
+    };
+    if let Some(path) = &args.log {
+        let mut text = report.log.join("\n");
+        text.push('\n');
+        if let Err(e) = std::fs::write(path, text) {
+            eprintln!("unwindlab: {path}: {e}");
+            return EXIT_USAGE;
+        }
+    }
+    if args.json {
+        emit_line(&serde_json::to_string_pretty(&report).unwrap_or_default());
+    } else {
+        emit(&account(&report));
+    }
+    if report.expectation_failures.is_empty() {
+        EXIT_OK
+    } else {
+        EXIT_INVALID
+    }
+}
+
+/// A readable account of a run.
+pub(crate) fn account(r: &Report) -> String {
+    let s = &r.summary;
+    let mut out = format!("scenario {}: {}\n", r.scenario.name, r.scenario.description);
+    out += &format!(
+        "  machine: {:?}, {} CPU(s); kernel {:?}, exit path {:?}\n",
+        r.scenario.machine.arch, r.scenario.machine.cpus, r.scenario.kernel.version, r.scenario.kernel.exit_path
+    );
+    for g in &r.guests {
+        out += &format!(
+            "  guest {}: {} instructions, {}\n",
+            g.name,
+            g.instructions,
+            match g.exit {
+                Some(code) => format!("exited with {code}"),
+                None => "still in the kernel at the end".into(),
+            }
+        );
+    }
+    out += &format!(
+        "  samples: {} taken, {} judged: {} exact, {} truncated, {} wrong, {} lost\n",
+        s.samples, s.judged, s.exact, s.truncated, s.wrong, s.lost
+    );
+    for (why, n) in &s.lost_reasons {
+        out += &format!("    lost {n}: {why}\n");
+    }
+    out += &format!(
+        "  kernel: {} requests queued, {} joined a pending unwind, {} refused; {} unwinds in task context ({} page faults)\n",
+        s.requests[0], s.requests[1], s.requests[2], s.unwinds, s.task_faults
+    );
+    out += &format!("  in-NMI walks that would have needed a page fault: {}\n", s.nmi_would_fault);
+    out += &format!(
+        "  perf buffers: {} bytes written (copying 8 KiB of stack per sample: {} bytes)\n",
+        s.bytes_written, s.bytes_copy_baseline
+    );
+    for (tracer, n) in &s.callbacks {
+        out += &format!("  callbacks to {tracer}: {n}\n");
+    }
+    if s.violations > 0 {
+        out += &format!("  INVARIANT VIOLATIONS: {}\n", s.violations);
+        for v in &r.violations {
+            out += &format!("{v}\n");
+        }
+    }
+    for f in &r.expectation_failures {
+        out += &format!("  EXPECTATION FAILED: {f}\n");
+    }
+    out
+}
+
+pub(crate) fn run_replay(args: &ReplayArgs) -> i32 {
+    let text = match std::fs::read_to_string(&args.log) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("unwindlab: {}: {e}", args.log);
+            return EXIT_USAGE;
+        }
+    };
+    match replay(&text, &args.log) {
+        Ok(Replay::Identical { lines }) => {
+            emit_line(&format!("{}: replayed, {lines} lines identical", args.log));
+            EXIT_OK
+        }
+        Ok(Replay::Diverged { line, recorded, replayed }) => {
+            emit_line(&format!("{}: diverges at line {line}", args.log));
+            emit_line(&format!("  recorded: {recorded}"));
+            emit_line(&format!("  replayed: {replayed}"));
+            EXIT_INVALID
+        }
+        Err(e) => {
+            eprintln!("unwindlab: {e}");
+            EXIT_USAGE
+        }
+    }
+}
+
+/// Options of `validate`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ValidateArgs {
+    /// The static ELF program.
+    elf: String,
+    /// Its arguments.
+    args: Vec<String>,
+    /// Sample every N guest instructions.
+    #[arg(long, default_value_t = 997)]
+    every: u64,
+    /// Judge only this unwinder (default: both).
+    #[arg(long, value_enum)]
+    unwinder: Option<UnwinderArg>,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub(crate) enum UnwinderArg {
+    Sframe,
+    Fp,
+}
+
+pub(crate) fn run_validate(args: &ValidateArgs) -> i32 {
+    use lab::scenario::UnwinderName;
+    if args.every == 0 {
+        eprintln!("unwindlab: --every must be at least 1");
+        return EXIT_USAGE;
+    }
+    let unwinders = match args.unwinder {
+        Some(UnwinderArg::Sframe) => vec![UnwinderName::Sframe],
+        Some(UnwinderArg::Fp) => vec![UnwinderName::Fp],
+        None => vec![UnwinderName::Sframe, UnwinderName::Fp],
+    };
+    let results = match lab::validate::validate(Path::new(&args.elf), &args.args, args.every, &unwinders) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("unwindlab: {}: {e}", args.elf);
+            return EXIT_USAGE;
+        }
+    };
+    if args.json {
+        emit_line(&serde_json::to_string_pretty(&results).unwrap_or_default());
+        return EXIT_OK;
+    }
+    for (name, r) in &results {
+        let pct = |n: u64| if r.samples == 0 { 0.0 } else { 100.0 * n as f64 / r.samples as f64 };
+        emit_line(&format!(
+            "{name}: {} samples: {:.1}% exact, {:.1}% truncated, {:.1}% wrong",
+            r.samples,
+            pct(r.exact),
+            pct(r.truncated),
+            pct(r.wrong)
+        ));
+        for f in r.failures.iter().take(15) {
+            emit_line(&format!("    {:6} × {:9} at {:#x} in {}", f.count, f.kind, f.pc, f.function));
+        }
+        if r.failures.len() > 15 {
+            emit_line(&format!("    … {} more places (--json lists all)", r.failures.len() - 15));
+        }
+    }
+    EXIT_OK
+}

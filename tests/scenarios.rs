@@ -1,0 +1,160 @@
+//! The scenario suite: every file in scenarios/ runs, meets its
+//! expectations, keeps every invariant, and matches its insta snapshot
+//! (summary and key events); runs are deterministic; replay accepts an
+//! untouched log and rejects an edited one; broken scenario files fail with
+//! a clear message and exit status 2.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use lab::replay::{replay, Replay};
+use lab::Scenario;
+
+fn scenarios() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// The events worth reading in a snapshot: the deferred-unwind story
+/// without the per-sample noise.
+fn key_events(log: &[String]) -> String {
+    const KEEP: [&str; 14] = [
+        "\"init\"",
+        "\"request\"",
+        "\"task_work_queued\"",
+        "\"handler_start\"",
+        "\"callback\"",
+        "\"exiting\"",
+        "\"exit_hook\"",
+        "\"exit_mm\"",
+        "\"stack_copied\"",
+        "\"migrate\"",
+        "\"cancel_begin\"",
+        "\"cancel_return\"",
+        "\"sframe_add\"",
+        "\"violation\"",
+    ];
+    // Line 1 is the header with the scenario (and its absolute paths).
+    let mut out: Vec<&str> =
+        log.iter().skip(1).filter(|l| KEEP.iter().any(|k| l.contains(k))).map(String::as_str).collect();
+    let total = out.len();
+    if total > 80 {
+        out.truncate(80);
+        out.push("… (truncated)");
+    }
+    out.join("\n")
+}
+
+#[test]
+fn every_scenario_runs_deterministically_and_matches_its_snapshot() {
+    let files = scenarios();
+    assert!(files.len() >= 50, "expected the scenario suite, found {}", files.len());
+    for file in files {
+        let scenario = Scenario::load(&file).unwrap_or_else(|e| panic!("{e}"));
+        let report = lab::run(&scenario).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        assert!(report.violations.is_empty(), "{}:\n{}", file.display(), report.violations.join("\n"));
+        assert!(report.expectation_failures.is_empty(), "{}: {:?}", file.display(), report.expectation_failures);
+        let again = lab::run(&scenario).unwrap();
+        assert!(again.log == report.log, "{}: two runs gave different logs", file.display());
+        let name = file.file_stem().unwrap().to_string_lossy().into_owned();
+        let account = unwindlab_account(&report);
+        insta::assert_snapshot!(name, format!("{account}\n--- key events ---\n{}", key_events(&report.log)));
+    }
+}
+
+fn unwindlab_account(r: &lab::Report) -> String {
+    // The CLI's account without the scenario's description line.
+    let s = &r.summary;
+    let mut out = String::new();
+    for g in &r.guests {
+        out += &format!("guest {}: {} instructions, exit {:?}\n", g.name, g.instructions, g.exit);
+    }
+    out += &format!(
+        "samples {} judged {}: exact {} truncated {} wrong {} lost {}\n",
+        s.samples, s.judged, s.exact, s.truncated, s.wrong, s.lost
+    );
+    for (why, n) in &s.lost_reasons {
+        out += &format!("lost {n}: {why}\n");
+    }
+    out += &format!(
+        "requests queued/joined/refused {:?}; unwinds {}; task faults {}; in-NMI faults avoided {}\n",
+        s.requests, s.unwinds, s.task_faults, s.nmi_would_fault
+    );
+    out += &format!("bytes {} (copy baseline {})\n", s.bytes_written, s.bytes_copy_baseline);
+    for (t, n) in &s.callbacks {
+        out += &format!("callbacks {t}: {n}\n");
+    }
+    out
+}
+
+#[test]
+fn replay_accepts_an_untouched_log_and_rejects_an_edited_one() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/migration-x86_64.json");
+    let report = lab::run(&Scenario::load(&file).unwrap()).unwrap();
+    let log = report.log.join("\n") + "\n";
+    assert_eq!(replay(&log, "log").unwrap(), Replay::Identical { lines: report.log.len() });
+    // Change one event: the callback's CPU.
+    let edited: Vec<String> = report
+        .log
+        .iter()
+        .map(|l| if l.contains("\"callback\"") { l.replacen("\"cpu\":1", "\"cpu\":0", 1) } else { l.clone() })
+        .collect();
+    assert_ne!(edited, report.log, "the log has a callback on CPU 1 to edit");
+    match replay(&(edited.join("\n") + "\n"), "log").unwrap() {
+        Replay::Diverged { line, recorded, replayed } => {
+            assert!(recorded.contains("\"callback\"") && replayed.contains("\"callback\""), "line {line}");
+        }
+        other => panic!("edited log accepted: {other:?}"),
+    }
+}
+
+fn unwindlab(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_unwindlab")).args(args).output().unwrap()
+}
+
+#[test]
+fn broken_scenarios_fail_with_a_clear_message_and_status_2() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bad-scenarios");
+    std::fs::create_dir_all(&dir).unwrap();
+    let guest = Path::new(env!("CARGO_MANIFEST_DIR")).join("guests/bin/x86_64/lab-v3");
+    let base = |extra: &str| {
+        format!(
+            r#"{{"name":"bad","machine":{{"arch":"x86_64","cpus":2}},"guests":[{{"name":"g","path":{:?}}}]{extra}}}"#,
+            guest.display().to_string()
+        )
+    };
+    let cases = [
+        ("malformed-field", base(r#","tracers":[{"kind":"perf","name":"p","period":"often"}]"#), "tracers[0]"),
+        ("unknown-field", base(r#","kernel":{"exit_path":"upstream","colour":"blue"}"#), "kernel"),
+        ("unknown-variant", base(r#","kernel":{"exit_path":"sideways"}"#), "kernel.exit_path"),
+        ("impossible-cpu", base(r#","events":[{"at":5,"action":"migrate","task":"g","cpu":7}]"#), "events[0].cpu"),
+        (
+            "unknown-task",
+            base(r#","events":[{"at":5,"action":"evict","task":"nobody","what":"stack"}]"#),
+            "events[0].task",
+        ),
+        (
+            "unknown-guest-path",
+            r#"{"name":"bad","machine":{"arch":"x86_64"},"guests":[{"name":"g","path":"no/such/program"}]}"#
+                .to_string(),
+            "guests[0].path",
+        ),
+        ("not-json", "{ this is not json".to_string(), "at "),
+    ];
+    for (name, text, path) in cases {
+        let file = dir.join(format!("{name}.json"));
+        std::fs::write(&file, text).unwrap();
+        let out = unwindlab(&["run", file.to_str().unwrap()]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
+        assert!(stderr.contains(&format!("{name}.json")), "{name}: error must name the file: {stderr}");
+        assert!(stderr.contains(path), "{name}: error must name {path}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{name}: {stderr}");
+    }
+}
