@@ -204,7 +204,10 @@ pub fn run(scenario: &Scenario) -> Result<Report, RunError> {
     k.check = true;
     let mut guests = Vec::new();
     for g in &scenario.guests {
-        let mut args = vec![g.path.display().to_string().into_bytes()];
+        // argv[0] and /proc/self/exe must not depend on where the checkout
+        // is: their lengths change the guest's instruction counts.
+        let file_name = g.path.file_name().map_or_else(|| g.name.clone(), |n| n.to_string_lossy().into_owned());
+        let mut args = vec![file_name.clone().into_bytes()];
         args.extend(g.args.iter().map(|a| a.clone().into_bytes()));
         let config = Config {
             args,
@@ -212,6 +215,7 @@ pub fn run(scenario: &Scenario) -> Result<Report, RunError> {
             capture_output: true,
             passthrough: false,
             seed: scenario.seed,
+            exe_path: Some(format!("/guests/{file_name}").into_bytes()),
             ..Config::default()
         };
         let mut emu = load_guest(g, config)?;
