@@ -63,34 +63,9 @@ fn every_scenario_runs_deterministically_and_matches_its_snapshot() {
         let again = lab::run(&scenario).unwrap();
         assert!(again.log == report.log, "{}: two runs gave different logs", file.display());
         let name = file.file_stem().unwrap().to_string_lossy().into_owned();
-        let account = unwindlab_account(&report);
+        let account = report.account();
         insta::assert_snapshot!(name, format!("{account}\n--- key events ---\n{}", key_events(&report.log)));
     }
-}
-
-fn unwindlab_account(r: &lab::Report) -> String {
-    // The CLI's account without the scenario's description line.
-    let s = &r.summary;
-    let mut out = String::new();
-    for g in &r.guests {
-        out += &format!("guest {}: {} instructions, exit {:?}\n", g.name, g.instructions, g.exit);
-    }
-    out += &format!(
-        "samples {} judged {}: exact {} truncated {} wrong {} lost {}\n",
-        s.samples, s.judged, s.exact, s.truncated, s.wrong, s.lost
-    );
-    for (why, n) in &s.lost_reasons {
-        out += &format!("lost {n}: {why}\n");
-    }
-    out += &format!(
-        "requests queued/joined/refused {:?}; unwinds {}; task faults {}; in-NMI faults avoided {}\n",
-        s.requests, s.unwinds, s.task_faults, s.nmi_would_fault
-    );
-    out += &format!("bytes {} (copy baseline {})\n", s.bytes_written, s.bytes_copy_baseline);
-    for (t, n) in &s.callbacks {
-        out += &format!("callbacks {t}: {n}\n");
-    }
-    out
 }
 
 #[test]

@@ -163,6 +163,59 @@ struct Run<'s> {
     next_event: usize,
 }
 
+impl Report {
+    /// A readable account of a run.
+    pub fn account(&self) -> String {
+        let r = self;
+        let s = &r.summary;
+        let mut out = format!("scenario {}: {}\n", r.scenario.name, r.scenario.description);
+        out += &format!(
+            "  machine: {:?}, {} CPU(s); kernel {:?}, exit path {:?}\n",
+            r.scenario.machine.arch, r.scenario.machine.cpus, r.scenario.kernel.version, r.scenario.kernel.exit_path
+        );
+        for g in &r.guests {
+            out += &format!(
+                "  guest {}: {} instructions, {}\n",
+                g.name,
+                g.instructions,
+                match g.exit {
+                    Some(code) => format!("exited with {code}"),
+                    None => "still in the kernel at the end".into(),
+                }
+            );
+        }
+        out += &format!(
+            "  samples: {} taken, {} judged: {} exact, {} truncated, {} wrong, {} lost\n",
+            s.samples, s.judged, s.exact, s.truncated, s.wrong, s.lost
+        );
+        for (why, n) in &s.lost_reasons {
+            out += &format!("    lost {n}: {why}\n");
+        }
+        out += &format!(
+            "  kernel: {} requests queued, {} joined a pending unwind, {} refused; {} unwinds in task context ({} page faults)\n",
+            s.requests[0], s.requests[1], s.requests[2], s.unwinds, s.task_faults
+        );
+        out += &format!("  in-NMI walks that would have needed a page fault: {}\n", s.nmi_would_fault);
+        out += &format!(
+            "  perf buffers: {} bytes written (copying 8 KiB of stack per sample: {} bytes)\n",
+            s.bytes_written, s.bytes_copy_baseline
+        );
+        for (tracer, n) in &s.callbacks {
+            out += &format!("  callbacks to {tracer}: {n}\n");
+        }
+        if s.violations > 0 {
+            out += &format!("  INVARIANT VIOLATIONS: {}\n", s.violations);
+            for v in &r.violations {
+                out += &format!("{v}\n");
+            }
+        }
+        for f in &r.expectation_failures {
+            out += &format!("  EXPECTATION FAILED: {f}\n");
+        }
+        out
+    }
+}
+
 fn guest_err(guest: &str, e: impl std::fmt::Display) -> RunError {
     RunError::Guest { guest: guest.to_string(), message: e.to_string() }
 }

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use lab::replay::{replay, Replay};
-use lab::{Report, Scenario};
+use lab::Scenario;
 
 use super::{emit, emit_line, EXIT_INVALID, EXIT_OK, EXIT_USAGE};
 
@@ -72,63 +72,13 @@ pub(crate) fn run(args: &RunArgs) -> i32 {
     if args.json {
         emit_line(&serde_json::to_string_pretty(&report).unwrap_or_default());
     } else {
-        emit(&account(&report));
+        emit(&report.account());
     }
     if report.expectation_failures.is_empty() {
         EXIT_OK
     } else {
         EXIT_INVALID
     }
-}
-
-/// A readable account of a run.
-pub(crate) fn account(r: &Report) -> String {
-    let s = &r.summary;
-    let mut out = format!("scenario {}: {}\n", r.scenario.name, r.scenario.description);
-    out += &format!(
-        "  machine: {:?}, {} CPU(s); kernel {:?}, exit path {:?}\n",
-        r.scenario.machine.arch, r.scenario.machine.cpus, r.scenario.kernel.version, r.scenario.kernel.exit_path
-    );
-    for g in &r.guests {
-        out += &format!(
-            "  guest {}: {} instructions, {}\n",
-            g.name,
-            g.instructions,
-            match g.exit {
-                Some(code) => format!("exited with {code}"),
-                None => "still in the kernel at the end".into(),
-            }
-        );
-    }
-    out += &format!(
-        "  samples: {} taken, {} judged: {} exact, {} truncated, {} wrong, {} lost\n",
-        s.samples, s.judged, s.exact, s.truncated, s.wrong, s.lost
-    );
-    for (why, n) in &s.lost_reasons {
-        out += &format!("    lost {n}: {why}\n");
-    }
-    out += &format!(
-        "  kernel: {} requests queued, {} joined a pending unwind, {} refused; {} unwinds in task context ({} page faults)\n",
-        s.requests[0], s.requests[1], s.requests[2], s.unwinds, s.task_faults
-    );
-    out += &format!("  in-NMI walks that would have needed a page fault: {}\n", s.nmi_would_fault);
-    out += &format!(
-        "  perf buffers: {} bytes written (copying 8 KiB of stack per sample: {} bytes)\n",
-        s.bytes_written, s.bytes_copy_baseline
-    );
-    for (tracer, n) in &s.callbacks {
-        out += &format!("  callbacks to {tracer}: {n}\n");
-    }
-    if s.violations > 0 {
-        out += &format!("  INVARIANT VIOLATIONS: {}\n", s.violations);
-        for v in &r.violations {
-            out += &format!("{v}\n");
-        }
-    }
-    for f in &r.expectation_failures {
-        out += &format!("  EXPECTATION FAILED: {f}\n");
-    }
-    out
 }
 
 pub(crate) fn run_replay(args: &ReplayArgs) -> i32 {
