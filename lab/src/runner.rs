@@ -126,6 +126,9 @@ pub struct Report {
     /// The event log, one JSON object per line.
     #[serde(skip)]
     pub log: Vec<String>,
+    /// The kernel model's events (the structured form of most of the log).
+    #[serde(skip)]
+    pub kernel_events: Vec<kmodel::event::Event>,
 }
 
 struct GuestRun {
@@ -675,6 +678,7 @@ impl Run<'_> {
             violations,
             expectation_failures: Vec::new(),
             log,
+            kernel_events: std::mem::take(&mut self.k.events),
         };
         report.expectation_failures = check_expectations(&report);
         report

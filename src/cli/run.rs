@@ -19,6 +19,12 @@ pub(crate) struct RunArgs {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+    /// Write a Chrome trace-event timeline (Perfetto, chrome://tracing).
+    #[arg(long, value_name = "FILE")]
+    timeline: Option<String>,
+    /// Write the sampled user stacks as folded stacks (flame graphs).
+    #[arg(long, value_name = "FILE")]
+    folded: Option<String>,
 }
 
 /// Options of `replay`.
@@ -67,6 +73,19 @@ pub(crate) fn run(args: &RunArgs) -> i32 {
         if let Err(e) = std::fs::write(path, text) {
             eprintln!("unwindlab: {path}: {e}");
             return EXIT_USAGE;
+        }
+    }
+    type Render = fn(&lab::Report) -> String;
+    let outputs: [(&Option<String>, Render); 2] = [
+        (&args.timeline, |r| serde_json::to_string(&lab::export::chrome_trace(r)).unwrap_or_default()),
+        (&args.folded, lab::export::folded),
+    ];
+    for (path, render) in outputs {
+        if let Some(path) = path {
+            if let Err(e) = std::fs::write(path, render(&report)) {
+                eprintln!("unwindlab: {path}: {e}");
+                return EXIT_USAGE;
+            }
         }
     }
     if args.json {
