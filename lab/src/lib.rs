@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod demo;
 pub mod export;
 pub mod replay;
 pub mod runner;

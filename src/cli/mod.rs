@@ -29,6 +29,8 @@ enum Command {
     Replay(run::ReplayArgs),
     /// Sample a program and report, per unwinder, how often its stacks are exact.
     Validate(run::ValidateArgs),
+    /// A narrated tour of deferred unwinding, from real runs.
+    Demo(run::DemoArgs),
 }
 
 /// Exit status for a run that found nothing wrong.
@@ -53,6 +55,7 @@ pub fn main() -> i32 {
         Command::Run(args) => run::run(&args),
         Command::Replay(args) => run::run_replay(&args),
         Command::Validate(args) => run::run_validate(&args),
+        Command::Demo(args) => run::run_demo(&args),
     }
 }
 

@@ -190,3 +190,50 @@ pub(crate) fn run_validate(args: &ValidateArgs) -> i32 {
     }
     EXIT_OK
 }
+
+/// Options of `demo`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct DemoArgs {
+    /// Architecture of the guest.
+    #[arg(long, value_enum, default_value_t = ArchArg::X86_64)]
+    arch: ArchArg,
+    /// Wait for Enter between steps (only on a terminal).
+    #[arg(long)]
+    step: bool,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub(crate) enum ArchArg {
+    #[value(name = "x86_64")]
+    X86_64,
+    Aarch64,
+    S390x,
+}
+
+pub(crate) fn run_demo(args: &DemoArgs) -> i32 {
+    use std::io::IsTerminal as _;
+    let arch = match args.arch {
+        ArchArg::X86_64 => kmodel::arch::Arch::X86_64,
+        ArchArg::Aarch64 => kmodel::arch::Arch::Aarch64,
+        ArchArg::S390x => kmodel::arch::Arch::S390x,
+    };
+    let guests = Path::new(env!("CARGO_MANIFEST_DIR")).join("guests/bin");
+    let steps = match lab::demo::demo(arch, &guests) {
+        Ok(steps) => steps,
+        Err(e) => {
+            eprintln!("unwindlab: demo: {e}");
+            return EXIT_INVALID;
+        }
+    };
+    let interactive = args.step && std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+    for (i, step) in steps.iter().enumerate() {
+        emit_line(step);
+        emit_line("");
+        if interactive && i + 1 < steps.len() {
+            emit("[Enter] ");
+            let mut line = String::new();
+            let _ = std::io::stdin().read_line(&mut line);
+        }
+    }
+    EXIT_OK
+}

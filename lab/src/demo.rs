@@ -1,0 +1,175 @@
+//! `unwindlab demo`: a guided run that tells, step by step and in plain
+//! words, how deferred user unwinding works and where it breaks — from the
+//! events of two real runs of the guest on the chosen architecture.
+
+use std::path::Path;
+
+use kmodel::arch::Arch;
+use kmodel::event::EventKind;
+use kmodel::kernel::ExitPath;
+
+use crate::runner::{run, Report, RunError};
+use crate::scenario::{Action, Guest, KernelConfig, Machine, Scenario, TimedEvent, Tracer};
+use crate::validate::Symbols;
+
+fn scenario(arch: Arch, guests_dir: &Path, mode: &str, exit_path: ExitPath, events: Vec<TimedEvent>) -> Scenario {
+    let arch_dir = match arch {
+        Arch::X86_64 => "x86_64",
+        Arch::Aarch64 => "aarch64",
+        Arch::S390x => "s390x",
+    };
+    Scenario {
+        name: format!("demo-{mode}"),
+        description: String::new(),
+        machine: Machine { arch, cpus: 2 },
+        seed: 0,
+        guests: vec![Guest {
+            name: "lab".into(),
+            path: guests_dir.join(arch_dir).join("lab-v3"),
+            args: vec![mode.into(), "12".into()],
+            stdin: "x\n".into(),
+            cpu: 0,
+            sframe_patch: Vec::new(),
+        }],
+        tracers: vec![Tracer::Perf {
+            name: "perf".into(),
+            period: 4001,
+            user_stack: kmodel::tracer::UserStackMode::Deferred,
+            task: None,
+        }],
+        kernel: KernelConfig { exit_path, ..KernelConfig::default() },
+        events,
+        stop_after: None,
+        expect: None,
+    }
+}
+
+fn frames(symbols: &Symbols, ips: &[u64]) -> String {
+    let names: Vec<String> = ips.iter().take(6).map(|&pc| symbols.function(pc)).collect();
+    let more = if ips.len() > 6 { format!(" … ({} frames)", ips.len()) } else { String::new() };
+    format!("{}{more}", names.join(" ← "))
+}
+
+/// The narrated steps for `arch`; `guests_dir` holds `<arch>/lab-v3`.
+pub fn demo(arch: Arch, guests_dir: &Path) -> Result<Vec<String>, RunError> {
+    let slow = TimedEvent {
+        at: 0,
+        action: Action::SlowSyscall { task: "lab".into(), nmis: 3, syscall: Some("clock_nanosleep".into()) },
+    };
+    let migrate = TimedEvent { at: 0, action: Action::Migrate { task: "lab".into(), cpu: 1 } };
+    let main = run(&scenario(arch, guests_dir, "sleep", ExitPath::Upstream, vec![slow, migrate]))?;
+    let exit_slow = TimedEvent {
+        at: 0,
+        action: Action::SlowSyscall { task: "lab".into(), nmis: 2, syscall: Some("exit_group".into()) },
+    };
+    let lost = run(&scenario(arch, guests_dir, "exit", ExitPath::None, vec![exit_slow.clone()]))?;
+    let kept = run(&scenario(arch, guests_dir, "exit", ExitPath::Upstream, vec![exit_slow]))?;
+    let symbols = Symbols::read(&main.scenario.guests[0].path);
+    let mut steps = vec![format!(
+        "unwindlab demo on {arch:?}: the guest `lab sleep` runs under the emulator on a 2-CPU kernel model; \
+         perf samples it every 4,001 instructions and wants each sample's user stack."
+    )];
+    steps.extend(story(&main, &symbols));
+    steps.extend(exit_story(&lost, &kept));
+    Ok(steps)
+}
+
+fn story(r: &Report, symbols: &Symbols) -> Vec<String> {
+    let mut steps = Vec::new();
+    let first = r.samples.first();
+    if let Some(s) = first {
+        steps.push(format!(
+            "1. An NMI fires on CPU {} while the task runs user code at {:#x} in {}. Reading the user stack could \
+             fault here (a page of stack or of .sframe may not be resident), and an NMI cannot sleep to fault \
+             it in. So perf only writes the kernel part of the callchain plus a marker, and asks for the user \
+             stack later: unwind_deferred_request().",
+            s.cpu,
+            s.truth[0],
+            symbols.function(s.truth[0])
+        ));
+    }
+    let mut seen_request = false;
+    let mut seen_callback = false;
+    let mut seen_join = false;
+    let mut seen_migrate = false;
+    for e in &r.kernel_events {
+        match &e.kind {
+            EventKind::Request { ret: 0, cookie, .. } if !seen_request => {
+                seen_request = true;
+                steps.push(format!(
+                    "2. The request returns 0 and cookie {:#x}: CPU {} + 1 in one half, that CPU's counter ({}, always \
+                     odd) in the other. The sample records the cookie; the task_work is queued with TWA_NMI_CURRENT \
+                     so that a self-interrupt makes the task enter the kernel again before it runs more user code.",
+                    cookie.id(),
+                    e.cpu,
+                    cookie.cnt
+                ));
+            }
+            EventKind::Unwind { nr, faults, .. } if seen_request && !seen_callback => {
+                steps.push(format!(
+                    "3. On the way back to user mode the task-work handler walks the user stack once, with SFrame, in \
+                     task context where page faults are allowed: {nr} frames, {faults} page fault(s) taken."
+                ));
+            }
+            EventKind::Callback { cookie, nr, .. } if !seen_callback => {
+                seen_callback = true;
+                let delivered = r.samples.first().and_then(|s| s.delivered.clone()).unwrap_or_default();
+                steps.push(format!(
+                    "4. perf's callback writes PERF_RECORD_CALLCHAIN_DEFERRED (cookie {:#x}, {nr} frames) into the \
+                     buffer of CPU {}: {}. The perf tool joins it to the sample by (task, cookie). Verdict against \
+                     the emulator's ground truth: {}.",
+                    cookie.id(),
+                    e.cpu,
+                    frames(symbols, &delivered),
+                    r.samples.first().map_or("none", |s| s.verdict.kind())
+                ));
+            }
+            EventKind::Request { ret: 1, cookie, .. } if !seen_join => {
+                seen_join = true;
+                steps.push(format!(
+                    "5. A long system call (clock_nanosleep, kept in the kernel for three sampling periods) is hit by \
+                     more NMIs. They get the same cookie {:#x} and return 1: the stack cannot change while the task \
+                     is in the kernel, so one unwind serves them all.",
+                    cookie.id()
+                ));
+            }
+            EventKind::Migrate { from, to } if !seen_migrate => {
+                seen_migrate = true;
+                steps.push(format!(
+                    "6. Before returning to user the task is migrated from CPU {from} to CPU {to}. The callback runs \
+                     where the task returns, so the deferred record lands in CPU {to}'s buffer, not in the buffer of \
+                     the sample: consumers must match by (task, cookie), never by CPU."
+                ));
+            }
+            _ => {}
+        }
+    }
+    let s = &r.summary;
+    steps.push(format!(
+        "7. In all: {} samples, {} exact stacks, {} unwinds (not one per sample), {} bytes written to the perf \
+         buffers where copying 8 KiB of stack per sample would have written {}.",
+        s.samples, s.exact, s.unwinds, s.bytes_written, s.bytes_copy_baseline
+    ));
+    steps
+}
+
+fn exit_story(lost: &Report, kept: &Report) -> Vec<String> {
+    let lost_n = lost.summary.lost;
+    let kept_exact = kept.summary.exact;
+    vec![
+        format!(
+            "8. The corner case: the task calls exit() while NMIs still wait for its stack. The kernel sets \
+             PF_EXITING (new requests fail), and later exit_mm() takes the user memory away. With no exit hook \
+             (exit path `none`), the queued task_work only runs in exit_task_work(), after exit_mm(): the callback \
+             gets an empty stack. Here: {lost_n} of {} stacks lost.",
+            lost.summary.judged
+        ),
+        format!(
+            "9. Upstream (v6.19) runs the pending unwind synchronously right before exit_mm() \
+             (unwind_deferred_task_exit()) and cancels the task_work: {} of {} stacks delivered ({kept_exact} \
+             exact), {} lost. Stacks taken inside exit() stop early: their return addresses lie just past a \
+             noreturn call, where the kernel's SFrame lookup (no `ip - 1` for callers) finds no row.",
+            kept.summary.delivered, kept.summary.judged, kept.summary.lost
+        ),
+    ]
+}
