@@ -8,10 +8,12 @@ CARGO ?= cargo
 FUZZ_SECONDS ?= 600
 
 # Debian packages the build and the tests need: the cross toolchains and
-# qemu-user (guests, toolchain tests), cmake and libclang-dev (Unicorn).
+# qemu-user (guests, toolchain tests), cmake and libclang-dev (Unicorn),
+# Chromium (the HTML report is checked in a real browser).
 APT_PACKAGES := build-essential binutils cmake libclang-dev pkg-config \
 	gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu \
-	gcc-s390x-linux-gnu binutils-s390x-linux-gnu qemu-user
+	gcc-s390x-linux-gnu binutils-s390x-linux-gnu qemu-user \
+	chromium fonts-dejavu-core
 
 .PHONY: all deps build run test lint fuzz bench-sframe bench-kmodel bench-emu clean
 

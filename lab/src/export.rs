@@ -1,5 +1,7 @@
 //! Views of a run in formats people already open: a Chrome trace-event
 //! timeline (Perfetto, chrome://tracing) and folded stacks (flame graphs).
+//! [`timeline`] extracts what happened when, once; the renderers (here and
+//! in [`crate::html`]) only draw it.
 
 use std::collections::BTreeMap;
 
@@ -10,6 +12,127 @@ use crate::runner::Report;
 use crate::validate::Symbols;
 use crate::verdict::Verdict;
 
+/// A span of a task in one state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Slice {
+    /// Task id.
+    pub tid: u32,
+    /// "user", "kernel" or "sleeping".
+    pub state: &'static str,
+    /// Start (virtual time).
+    pub start: u64,
+    /// End.
+    pub end: u64,
+}
+
+/// A moment on a CPU.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Instant {
+    /// CPU.
+    pub cpu: usize,
+    /// Time.
+    pub time: u64,
+    /// What ("NMI", "request", "callback", …).
+    pub name: String,
+    /// Details.
+    pub args: Value,
+}
+
+/// A request and the callback that served it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Flow {
+    /// CPU and time of the request.
+    pub from: (usize, u64),
+    /// CPU and time of the callback.
+    pub to: (usize, u64),
+}
+
+/// What happened when: task states, CPU instants, request → callback flows.
+#[derive(Debug, Clone, Default)]
+pub struct Timeline {
+    /// Task names by tid.
+    pub tasks: BTreeMap<u32, String>,
+    /// Task state slices.
+    pub slices: Vec<Slice>,
+    /// CPU instants.
+    pub instants: Vec<Instant>,
+    /// Request → callback arrows.
+    pub flows: Vec<Flow>,
+    /// Last event time.
+    pub end: u64,
+}
+
+/// Extracts the timeline of a run from the model's events.
+pub fn timeline(report: &Report) -> Timeline {
+    let mut t = Timeline { end: report.kernel_events.last().map_or(0, |e| e.time), ..Timeline::default() };
+    let mut state: BTreeMap<u32, (&'static str, u64)> = BTreeMap::new();
+    let mut pending: BTreeMap<(u32, u64, usize), Vec<(usize, u64)>> = BTreeMap::new();
+    let switch = |t: &mut Timeline,
+                  state: &mut BTreeMap<u32, (&'static str, u64)>,
+                  tid: u32,
+                  now: u64,
+                  next: Option<&'static str>| {
+        if let Some((name, since)) = state.remove(&tid) {
+            t.slices.push(Slice { tid, state: name, start: since, end: now });
+        }
+        if let Some(next) = next {
+            state.insert(tid, (next, now));
+        }
+    };
+    for e in &report.kernel_events {
+        let (now, cpu, tid) = (e.time, e.cpu, e.tid.unwrap_or(0));
+        let mut instant = |name: &str, args: Value| {
+            t.instants.push(Instant { cpu, time: now, name: name.to_string(), args });
+        };
+        match &e.kind {
+            EventKind::TaskNew { .. } => {
+                // Tasks are spawned in guest order with tids from 1.
+                let guest = (tid as usize).checked_sub(1).and_then(|i| report.guests.get(i));
+                t.tasks.insert(tid, guest.map_or(format!("task {tid}"), |g| g.name.clone()));
+                switch(&mut t, &mut state, tid, now, Some("user"));
+            }
+            EventKind::Entry { reason, .. } => {
+                instant(&format!("entry ({reason:?})").to_lowercase(), json!({"tid": tid}));
+                switch(&mut t, &mut state, tid, now, Some("kernel"));
+            }
+            EventKind::ReturnToUser => switch(&mut t, &mut state, tid, now, Some("user")),
+            EventKind::Sleep => switch(&mut t, &mut state, tid, now, Some("sleeping")),
+            EventKind::Wake => switch(&mut t, &mut state, tid, now, Some("kernel")),
+            EventKind::Dead => {
+                instant("exit", json!({"tid": tid}));
+                switch(&mut t, &mut state, tid, now, None);
+            }
+            EventKind::NmiEnter { from_user } => instant("NMI", json!({"from_user": from_user})),
+            EventKind::Request { work, ret, cookie, .. } => {
+                instant("request", json!({"work": work.0, "ret": ret, "cookie": format!("{:#x}", cookie.id())}));
+                if *ret >= 0 {
+                    pending.entry((tid, cookie.id(), work.0)).or_default().push((cpu, now));
+                }
+            }
+            EventKind::TaskWorkQueued { mode, .. } => instant("task_work", json!({"mode": mode})),
+            EventKind::HandlerStart { context, .. } => instant("handler", json!({"context": context})),
+            EventKind::Callback { work, cookie, nr } => {
+                instant("callback", json!({"work": work.0, "frames": nr, "cookie": format!("{:#x}", cookie.id())}));
+                for from in pending.remove(&(tid, cookie.id(), work.0)).unwrap_or_default() {
+                    t.flows.push(Flow { from, to: (cpu, now) });
+                }
+            }
+            EventKind::Unwind { faults, nr, .. } if *faults > 0 => {
+                instant("page faults", json!({"faults": faults, "frames": nr}));
+            }
+            EventKind::Migrate { from, to } => instant("migrate", json!({"from": from, "to": to})),
+            EventKind::Exiting { code } => instant("do_exit", json!({"code": code})),
+            _ => {}
+        }
+    }
+    let end = t.end;
+    let open: Vec<u32> = state.keys().copied().collect();
+    for tid in open {
+        switch(&mut t, &mut state, tid, end, None);
+    }
+    t
+}
+
 const CPUS_PID: u64 = 1;
 const TASKS_PID: u64 = 2;
 
@@ -19,119 +142,42 @@ const TASKS_PID: u64 = 2;
 /// from every request to the callback that served it. Timestamps are the
 /// model's virtual time (guest instructions), shown as microseconds.
 pub fn chrome_trace(report: &Report) -> Value {
-    let mut events: Vec<Value> = Vec::new();
-    let meta = |pid: u64, tid: u64, name: String| json!({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}});
-    events.push(json!({"ph": "M", "name": "process_name", "pid": CPUS_PID, "tid": 0, "args": {"name": "CPUs"}}));
-    events.push(json!({"ph": "M", "name": "process_name", "pid": TASKS_PID, "tid": 0, "args": {"name": "Tasks"}}));
+    let t = timeline(report);
+    let meta = |kind: &str, pid: u64, tid: u64, name: String| json!({"ph": "M", "name": kind, "pid": pid, "tid": tid, "args": {"name": name}});
+    let mut events =
+        vec![meta("process_name", CPUS_PID, 0, "CPUs".into()), meta("process_name", TASKS_PID, 0, "Tasks".into())];
     for cpu in 0..report.scenario.machine.cpus {
-        events.push(meta(CPUS_PID, cpu as u64, format!("CPU {cpu}")));
+        events.push(meta("thread_name", CPUS_PID, cpu as u64, format!("CPU {cpu}")));
     }
-    // Task states as slices: (tid) -> (state, since).
-    let mut state: BTreeMap<u32, (&'static str, u64)> = BTreeMap::new();
-    let mut names: BTreeMap<u32, String> = BTreeMap::new();
-    let mut requests: BTreeMap<(u32, u64, usize), Vec<(u64, usize)>> = BTreeMap::new();
-    let mut flows: Vec<Value> = Vec::new();
-    let mut next_flow = 1u64;
-    let close = |events: &mut Vec<Value>, tid: u32, now: u64, state: &mut BTreeMap<u32, (&'static str, u64)>| {
-        if let Some((name, since)) = state.remove(&tid) {
-            events.push(json!({"ph": "X", "name": name, "cat": "state", "pid": TASKS_PID, "tid": tid,
-                "ts": since, "dur": now - since}));
-        }
-    };
-    for e in &report.kernel_events {
-        let t = e.time;
-        let cpu = e.cpu as u64;
-        let instant = |name: &str, args: Value| json!({"ph": "i", "s": "t", "name": name, "cat": "unwind", "pid": CPUS_PID, "tid": cpu, "ts": t, "args": args});
-        match &e.kind {
-            EventKind::TaskNew { .. } => {
-                let tid = e.tid.unwrap_or(0);
-                // Tasks are spawned in guest order with tids from 1.
-                let guest = (tid as usize).checked_sub(1).and_then(|i| report.guests.get(i));
-                let name = guest.map_or(format!("task {tid}"), |g| g.name.clone());
-                names.insert(tid, name);
-                state.insert(tid, ("user", t));
-            }
-            EventKind::Entry { reason, .. } => {
-                let tid = e.tid.unwrap_or(0);
-                close(&mut events, tid, t, &mut state);
-                state.insert(tid, ("kernel", t));
-                events.push(instant(&format!("entry ({reason:?})").to_lowercase(), json!({"tid": tid})));
-            }
-            EventKind::ReturnToUser => {
-                let tid = e.tid.unwrap_or(0);
-                close(&mut events, tid, t, &mut state);
-                state.insert(tid, ("user", t));
-            }
-            EventKind::Sleep => {
-                let tid = e.tid.unwrap_or(0);
-                close(&mut events, tid, t, &mut state);
-                state.insert(tid, ("sleeping", t));
-            }
-            EventKind::Wake => {
-                let tid = e.tid.unwrap_or(0);
-                close(&mut events, tid, t, &mut state);
-                state.insert(tid, ("kernel", t));
-            }
-            EventKind::Dead => {
-                let tid = e.tid.unwrap_or(0);
-                close(&mut events, tid, t, &mut state);
-                events.push(instant("exit", json!({"tid": tid})));
-            }
-            EventKind::NmiEnter { from_user } => events.push(instant("NMI", json!({"from_user": from_user}))),
-            EventKind::Request { work, ret, cookie, .. } => {
-                events.push(instant(
-                    "request",
-                    json!({"work": work.0, "ret": ret, "cookie": format!("{:#x}", cookie.id())}),
-                ));
-                if *ret >= 0 {
-                    let key = (e.tid.unwrap_or(0), cookie.id(), work.0);
-                    requests.entry(key).or_default().push((t, e.cpu));
-                }
-            }
-            EventKind::TaskWorkQueued { mode, .. } => events.push(instant("task_work", json!({"mode": mode}))),
-            EventKind::HandlerStart { context, .. } => events.push(instant("handler", json!({"context": context}))),
-            EventKind::Callback { work, cookie, nr } => {
-                let tid = e.tid.unwrap_or(0);
-                events.push(instant(
-                    "callback",
-                    json!({"work": work.0, "frames": nr, "cookie": format!("{:#x}", cookie.id())}),
-                ));
-                for (rt, rcpu) in requests.remove(&(tid, cookie.id(), work.0)).unwrap_or_default() {
-                    let id = next_flow;
-                    next_flow += 1;
-                    flows.push(json!({"ph": "s", "id": id, "name": "deferred", "cat": "flow", "pid": CPUS_PID, "tid": rcpu, "ts": rt}));
-                    flows.push(json!({"ph": "f", "bp": "e", "id": id, "name": "deferred", "cat": "flow", "pid": CPUS_PID, "tid": cpu, "ts": t}));
-                }
-            }
-            EventKind::Unwind { faults, nr, .. } if *faults > 0 => {
-                events.push(instant("page faults", json!({"faults": faults, "frames": nr})));
-            }
-            EventKind::Migrate { from, to } => events.push(instant("migrate", json!({"from": from, "to": to}))),
-            EventKind::Exiting { code } => events.push(instant("do_exit", json!({"code": code}))),
-            _ => {}
-        }
+    for (tid, name) in &t.tasks {
+        events.push(meta("thread_name", TASKS_PID, u64::from(*tid), format!("task {name}")));
     }
-    let end = report.kernel_events.last().map_or(0, |e| e.time);
-    let open: Vec<u32> = state.keys().copied().collect();
-    for tid in open {
-        close(&mut events, tid, end, &mut state);
+    for s in &t.slices {
+        events.push(json!({"ph": "X", "name": s.state, "cat": "state", "pid": TASKS_PID, "tid": s.tid,
+            "ts": s.start, "dur": s.end - s.start}));
     }
-    for (tid, name) in names {
-        events.push(meta(TASKS_PID, u64::from(tid), format!("task {name}")));
+    for i in &t.instants {
+        events.push(json!({"ph": "i", "s": "t", "name": i.name, "cat": "unwind", "pid": CPUS_PID, "tid": i.cpu,
+            "ts": i.time, "args": i.args}));
     }
-    events.extend(flows);
+    for (n, f) in t.flows.iter().enumerate() {
+        let id = n as u64 + 1;
+        events.push(json!({"ph": "s", "id": id, "name": "deferred", "cat": "flow", "pid": CPUS_PID,
+            "tid": f.from.0, "ts": f.from.1}));
+        events.push(json!({"ph": "f", "bp": "e", "id": id, "name": "deferred", "cat": "flow", "pid": CPUS_PID,
+            "tid": f.to.0, "ts": f.to.1}));
+    }
     // Perfetto wants every track's events in timestamp order.
     events.sort_by_key(|e| (e["pid"].as_u64(), e["tid"].as_u64(), e["ts"].as_u64().unwrap_or(0)));
     json!({"traceEvents": events, "displayTimeUnit": "ns"})
 }
 
-/// Folded stacks (`frame;frame;… count`, outermost first) of every judged
-/// sample's delivered user stack, symbolised with the guests' ELF symbols;
-/// lost stacks appear as `[lost]`.
-pub fn folded(report: &Report) -> String {
+/// Sampled user stacks aggregated: (frames outermost first, count), with
+/// the guest's name as the root and `[lost]` for lost stacks.
+pub fn stacks(report: &Report) -> BTreeMap<Vec<String>, u64> {
     let symbols: BTreeMap<String, Symbols> =
         report.scenario.guests.iter().map(|g| (g.name.clone(), Symbols::read(&g.path))).collect();
-    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+    let mut counts: BTreeMap<Vec<String>, u64> = BTreeMap::new();
     for s in &report.samples {
         let syms = &symbols[&s.guest];
         let mut frames: Vec<String> = vec![s.guest.clone()];
@@ -139,7 +185,13 @@ pub fn folded(report: &Report) -> String {
             (Verdict::Lost { .. }, _) | (_, None) => frames.push("[lost]".into()),
             (_, Some(ips)) => frames.extend(ips.iter().rev().map(|&pc| syms.function(pc))),
         }
-        *counts.entry(frames.join(";")).or_insert(0) += 1;
+        *counts.entry(frames).or_insert(0) += 1;
     }
-    counts.into_iter().map(|(stack, n)| format!("{stack} {n}\n")).collect()
+    counts
+}
+
+/// Folded stacks (`frame;frame;… count`, outermost first), one line per
+/// distinct stack, for flame-graph tools.
+pub fn folded(report: &Report) -> String {
+    stacks(report).into_iter().map(|(frames, n)| format!("{} {n}\n", frames.join(";"))).collect()
 }

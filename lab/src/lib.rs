@@ -8,6 +8,7 @@
 
 pub mod demo;
 pub mod export;
+pub mod html;
 pub mod replay;
 pub mod runner;
 pub mod scenario;

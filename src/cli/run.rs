@@ -25,6 +25,9 @@ pub(crate) struct RunArgs {
     /// Write the sampled user stacks as folded stacks (flame graphs).
     #[arg(long, value_name = "FILE")]
     folded: Option<String>,
+    /// Write a self-contained HTML report.
+    #[arg(long, value_name = "FILE")]
+    html: Option<String>,
 }
 
 /// Options of `replay`.
@@ -76,9 +79,10 @@ pub(crate) fn run(args: &RunArgs) -> i32 {
         }
     }
     type Render = fn(&lab::Report) -> String;
-    let outputs: [(&Option<String>, Render); 2] = [
+    let outputs: [(&Option<String>, Render); 3] = [
         (&args.timeline, |r| serde_json::to_string(&lab::export::chrome_trace(r)).unwrap_or_default()),
         (&args.folded, lab::export::folded),
+        (&args.html, lab::html::report),
     ];
     for (path, render) in outputs {
         if let Some(path) = path {

@@ -1,0 +1,263 @@
+//! One self-contained HTML page per run (no network, no scripts): the
+//! scenario, the summary, an SVG timeline, every sample's ground truth next
+//! to the stack the tracer got, and a flame graph drawn here.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use crate::export::{stacks, timeline};
+use crate::runner::Report;
+use crate::validate::Symbols;
+use crate::verdict::Verdict;
+
+/// Most samples listed one by one.
+pub const MAX_SAMPLES: usize = 200;
+const WIDTH: f64 = 1100.0;
+const LABEL: f64 = 110.0;
+const ROW: f64 = 26.0;
+
+fn esc(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+const STYLE: &str = "body{font:14px/1.4 DejaVu Sans,Verdana,sans-serif;margin:24px;color:#222;background:#fff}\
+h1{font-size:22px}h2{font-size:18px;margin-top:28px}table{border-collapse:collapse}\
+td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}\
+.exact{color:#1a7f37}.truncated{color:#9a6700}.wrong{color:#cf222e}.lost{color:#8250df}\
+.bad{background:#ffebe9}code{font:12px DejaVu Sans Mono,monospace}svg text{font:11px DejaVu Sans,sans-serif}";
+
+/// Renders the report page.
+pub fn report(r: &Report) -> String {
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>unwindlab: {}</title><style>{STYLE}</style></head><body>",
+        esc(&r.scenario.name)
+    );
+    let _ = write!(out, "<h1>unwindlab report: {}</h1><p>{}</p>", esc(&r.scenario.name), esc(&r.scenario.description));
+    summary(r, &mut out);
+    out.push_str("<h2 id=\"timeline\">Timeline</h2>");
+    timeline_svg(r, &mut out);
+    out.push_str("<h2 id=\"samples\">Samples: ground truth and what the tracer got</h2>");
+    samples(r, &mut out);
+    out.push_str("<h2 id=\"flame\">Flame graph of the delivered user stacks</h2>");
+    flame_svg(r, &mut out);
+    out.push_str("</body></html>\n");
+    out
+}
+
+fn summary(r: &Report, out: &mut String) {
+    let s = &r.summary;
+    let rows = [
+        ("machine", format!("{:?}, {} CPU(s)", r.scenario.machine.arch, r.scenario.machine.cpus)),
+        ("kernel", format!("{:?}, exit path {:?}", r.scenario.kernel.version, r.scenario.kernel.exit_path)),
+        ("samples", format!("{} taken, {} judged", s.samples, s.judged)),
+        ("verdicts", format!("{} exact, {} truncated, {} wrong, {} lost", s.exact, s.truncated, s.wrong, s.lost)),
+        ("unwinds", format!("{} in task context, {} page faults taken there", s.unwinds, s.task_faults)),
+        ("in-NMI walks that would have faulted", s.nmi_would_fault.to_string()),
+        ("perf buffers", format!("{} bytes (copying 8 KiB per sample: {})", s.bytes_written, s.bytes_copy_baseline)),
+    ];
+    out.push_str("<h2 id=\"summary\">Summary</h2><table>");
+    for (k, v) in rows {
+        let _ = write!(out, "<tr><th>{}</th><td>{}</td></tr>", esc(k), esc(&v));
+    }
+    for (why, n) in &s.lost_reasons {
+        let _ = write!(out, "<tr><th>lost</th><td>{n}: {}</td></tr>", esc(why));
+    }
+    for g in &r.guests {
+        let end = g.exit.map_or("still in the kernel".to_string(), |c| format!("exit status {c}"));
+        let _ =
+            write!(out, "<tr><th>guest {}</th><td>{} instructions, {}</td></tr>", esc(&g.name), g.instructions, end);
+    }
+    out.push_str("</table>");
+}
+
+fn color(name: &str) -> &'static str {
+    match name {
+        "user" => "#7ab8f5",
+        "kernel" => "#f5b97a",
+        "sleeping" => "#c9c9c9",
+        "NMI" => "#cf222e",
+        "request" => "#e36209",
+        "callback" => "#1a7f37",
+        "migrate" => "#8250df",
+        "page faults" => "#0969da",
+        "do_exit" | "exit" => "#000000",
+        _ => "#888888",
+    }
+}
+
+fn timeline_svg(r: &Report, out: &mut String) {
+    let t = timeline(r);
+    let cpus = r.scenario.machine.cpus;
+    let rows = cpus + t.tasks.len();
+    let height = ROW * rows as f64 + 50.0;
+    let span = t.end.max(1) as f64;
+    let x = |time: u64| LABEL + (WIDTH - LABEL - 10.0) * time as f64 / span;
+    let _ = write!(out, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{height}\">");
+    let row_y = |row: usize| 10.0 + ROW * row as f64;
+    for cpu in 0..cpus {
+        let _ = write!(out, "<text x=\"4\" y=\"{}\">CPU {cpu}</text>", row_y(cpu) + 15.0);
+        let _ = write!(
+            out,
+            "<line x1=\"{LABEL}\" x2=\"{}\" y1=\"{y}\" y2=\"{y}\" stroke=\"#ddd\"/>",
+            WIDTH - 10.0,
+            y = row_y(cpu) + 11.0
+        );
+    }
+    let task_row: BTreeMap<u32, usize> = t.tasks.keys().enumerate().map(|(i, tid)| (*tid, cpus + i)).collect();
+    for (tid, name) in &t.tasks {
+        let _ = write!(out, "<text x=\"4\" y=\"{}\">task {}</text>", row_y(task_row[tid]) + 15.0, esc(name));
+    }
+    for s in &t.slices {
+        let (x0, x1) = (x(s.start), x(s.end));
+        let _ = write!(
+            out,
+            "<rect x=\"{x0:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"18\" fill=\"{}\"><title>{} {}–{}</title></rect>",
+            row_y(task_row[&s.tid]) + 2.0,
+            (x1 - x0).max(0.5),
+            color(s.state),
+            s.state,
+            s.start,
+            s.end
+        );
+    }
+    for f in &t.flows {
+        let _ = write!(
+            out,
+            "<line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"#1a7f37\" stroke-width=\"1\" opacity=\"0.6\"/>",
+            x(f.from.1),
+            row_y(f.from.0) + 11.0,
+            x(f.to.1),
+            row_y(f.to.0) + 11.0
+        );
+    }
+    for i in &t.instants {
+        let c = color(&i.name);
+        if c == "#888888" {
+            continue;
+        }
+        let _ = write!(
+            out,
+            "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"2\" height=\"22\" fill=\"{c}\"><title>{} at {}</title></rect>",
+            x(i.time),
+            row_y(i.cpu),
+            esc(&i.name),
+            i.time
+        );
+    }
+    let legend = ["user", "kernel", "sleeping", "NMI", "request", "callback", "page faults", "migrate", "do_exit"];
+    let ly = height - 18.0;
+    for (n, name) in legend.iter().enumerate() {
+        let lx = LABEL + n as f64 * 105.0;
+        let _ = write!(
+            out,
+            "<rect x=\"{lx}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{}\" y=\"{ly}\">{name}</text>",
+            ly - 9.0,
+            color(name),
+            lx + 14.0
+        );
+    }
+    out.push_str("</svg>");
+}
+
+fn samples(r: &Report, out: &mut String) {
+    let symbols: BTreeMap<&str, Symbols> =
+        r.scenario.guests.iter().map(|g| (g.name.as_str(), Symbols::read(&g.path))).collect();
+    out.push_str(
+        "<table><tr><th>#</th><th>CPU</th><th>instr.</th><th>verdict</th><th>ground truth</th><th>delivered</th></tr>",
+    );
+    for s in r.samples.iter().take(MAX_SAMPLES) {
+        let syms = &symbols[s.guest.as_str()];
+        let bad_from = match s.verdict {
+            Verdict::Wrong { frame, .. } => frame,
+            Verdict::Truncated { frames, .. } => frames,
+            _ => usize::MAX,
+        };
+        let list = |ips: &[u64], mark: bool| -> String {
+            ips.iter()
+                .take(40)
+                .enumerate()
+                .map(|(i, &pc)| {
+                    let class = if mark && i >= bad_from { " class=\"bad\"" } else { "" };
+                    format!("<div{class}><code>{pc:#x}</code> {}</div>", esc(&syms.name(pc)))
+                })
+                .collect()
+        };
+        let where_ = match s.deferred_cpu {
+            Some(c) if c != s.cpu => format!("{} → record on CPU {c}", s.cpu),
+            _ => s.cpu.to_string(),
+        };
+        let detail = match &s.verdict {
+            Verdict::Lost { why } => format!("lost: {}", esc(why)),
+            Verdict::Wrong { frame, .. } => format!("wrong from frame {frame}"),
+            Verdict::Truncated { frames, expected } => format!("truncated: {frames} of {expected}"),
+            Verdict::Exact => "exact".into(),
+        };
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{where_}</td><td>{}</td><td class=\"{}\">{detail}</td><td>{}</td><td>{}</td></tr>",
+            s.sample,
+            s.icount,
+            s.verdict.kind(),
+            list(&s.truth, true),
+            list(s.delivered.as_deref().unwrap_or(&[]), true)
+        );
+    }
+    out.push_str("</table>");
+    if r.samples.len() > MAX_SAMPLES {
+        let _ = write!(out, "<p>… and {} more samples.</p>", r.samples.len() - MAX_SAMPLES);
+    }
+}
+
+#[derive(Default)]
+struct Node {
+    count: u64,
+    children: BTreeMap<String, Node>,
+}
+
+fn flame_svg(r: &Report, out: &mut String) {
+    let mut root = Node::default();
+    for (frames, n) in stacks(r) {
+        root.count += n;
+        let mut node = &mut root;
+        for f in frames {
+            node = node.children.entry(f).or_default();
+            node.count += n;
+        }
+    }
+    fn depth(n: &Node) -> usize {
+        1 + n.children.values().map(depth).max().unwrap_or(0)
+    }
+    let levels = depth(&root).min(60);
+    let height = 18.0 * levels as f64 + 10.0;
+    let _ = write!(out, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{height}\">");
+    fn draw(n: &Node, name: &str, x: f64, w: f64, level: usize, levels: usize, total: u64, out: &mut String) {
+        if level >= levels || w < 0.5 {
+            return;
+        }
+        let y = 18.0 * (levels - 1 - level) as f64;
+        let hue = 10 + (name.bytes().map(u32::from).sum::<u32>() % 50);
+        let _ = write!(
+            out,
+            "<g><title>{} ({} samples, {:.1}%)</title><rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"17\" fill=\"hsl({hue},85%,60%)\"/>",
+            esc(name),
+            n.count,
+            100.0 * n.count as f64 / total.max(1) as f64
+        );
+        if w > 40.0 {
+            let chars = ((w - 6.0) / 6.5) as usize;
+            let label: String = name.chars().take(chars).collect();
+            let _ = write!(out, "<text x=\"{:.1}\" y=\"{:.1}\">{}</text>", x + 3.0, y + 13.0, esc(&label));
+        }
+        out.push_str("</g>");
+        let mut cx = x;
+        for (child, c) in &n.children {
+            let cw = w * c.count as f64 / n.count.max(1) as f64;
+            draw(c, child, cx, cw, level + 1, levels, total, out);
+            cx += cw;
+        }
+    }
+    draw(&root, "all", 0.0, WIDTH, 0, levels, root.count, out);
+    out.push_str("</svg>");
+}
