@@ -232,7 +232,13 @@ fn flame_svg(r: &Report, out: &mut String) {
     let levels = depth(&root).min(60);
     let height = 18.0 * levels as f64 + 10.0;
     let _ = write!(out, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{height}\">");
-    fn draw(n: &Node, name: &str, x: f64, w: f64, level: usize, levels: usize, total: u64, out: &mut String) {
+    /// The flame graph's fixed facts: rows drawn and samples in all.
+    struct Scale {
+        levels: usize,
+        total: u64,
+    }
+    fn draw(n: &Node, name: &str, (x, w): (f64, f64), level: usize, scale: &Scale, out: &mut String) {
+        let (levels, total) = (scale.levels, scale.total);
         if level >= levels || w < 0.5 {
             return;
         }
@@ -254,10 +260,10 @@ fn flame_svg(r: &Report, out: &mut String) {
         let mut cx = x;
         for (child, c) in &n.children {
             let cw = w * c.count as f64 / n.count.max(1) as f64;
-            draw(c, child, cx, cw, level + 1, levels, total, out);
+            draw(c, child, (cx, cw), level + 1, scale, out);
             cx += cw;
         }
     }
-    draw(&root, "all", 0.0, WIDTH, 0, levels, root.count, out);
+    draw(&root, "all", (0.0, WIDTH), 0, &Scale { levels, total: root.count }, out);
     out.push_str("</svg>");
 }
