@@ -195,3 +195,60 @@ pub fn stacks(report: &Report) -> BTreeMap<Vec<String>, u64> {
 pub fn folded(report: &Report) -> String {
     stacks(report).into_iter().map(|(frames, n)| format!("{} {n}\n", frames.join(";"))).collect()
 }
+
+/// The sampled stacks as a Firefox Profiler profile (profiler.firefox.com):
+/// one process and thread per guest, a sample per judged sample at its
+/// instruction count, user frames symbolised from the guest's ELF symbols
+/// (category "User") under which the kernel part hangs (category "Kernel");
+/// stacks that never arrived show as a single "[lost: why]" frame.
+pub fn firefox(report: &Report) -> Value {
+    use fxprof_processed_profile::{
+        CategoryColor, CpuDelta, Frame, FrameFlags, FrameInfo, Profile, ReferenceTimestamp, SamplingInterval, Timestamp,
+    };
+    let period = report
+        .scenario
+        .tracers
+        .iter()
+        .filter_map(|t| match t {
+            crate::scenario::Tracer::Perf { period, .. } => Some(*period),
+            _ => None,
+        })
+        .min()
+        .unwrap_or(1);
+    let mut profile = Profile::new(
+        &format!("unwindlab {}", report.scenario.name),
+        ReferenceTimestamp::from_millis_since_unix_epoch(0.0),
+        SamplingInterval::from_nanos(period),
+    );
+    let user = profile.add_category("User", CategoryColor::Yellow);
+    let kernel = profile.add_category("Kernel", CategoryColor::Orange);
+    let lost = profile.add_category("Lost", CategoryColor::Red);
+    let start = Timestamp::from_nanos_since_reference(0);
+    let mut threads = BTreeMap::new();
+    for (i, g) in report.scenario.guests.iter().enumerate() {
+        let process = profile.add_process(&g.name, i as u32 + 1, start);
+        let thread = profile.add_thread(process, i as u32 + 1, start, true);
+        profile.set_thread_name(thread, &g.name);
+        threads.insert(g.name.clone(), (thread, Symbols::read(&g.path)));
+    }
+    for s in &report.samples {
+        let Some((thread, symbols)) = threads.get(&s.guest) else { continue };
+        let mut labels: Vec<(String, fxprof_processed_profile::CategoryHandle)> = match (&s.verdict, &s.delivered) {
+            (Verdict::Lost { why }, _) => vec![(format!("[lost: {why}]"), lost)],
+            (_, None) => vec![("[lost]".to_string(), lost)],
+            (_, Some(ips)) => ips.iter().rev().map(|&pc| (symbols.name(pc), user)).collect(),
+        };
+        labels.extend(s.kernel.iter().rev().map(|&pc| (format!("[kernel] {pc:#x}"), kernel)));
+        let frames: Vec<FrameInfo> = labels
+            .iter()
+            .map(|(label, category)| FrameInfo {
+                frame: Frame::Label(profile.intern_string(label)),
+                category_pair: (*category).into(),
+                flags: FrameFlags::empty(),
+            })
+            .collect();
+        let stack = profile.intern_stack_frames(*thread, frames.into_iter());
+        profile.add_sample(*thread, Timestamp::from_nanos_since_reference(s.icount), stack, CpuDelta::ZERO, 1);
+    }
+    serde_json::to_value(&profile).unwrap_or(Value::Null)
+}

@@ -48,6 +48,8 @@ pub struct SampleResult {
     pub icount: u64,
     /// Ground truth: PC, then return addresses.
     pub truth: Vec<u64>,
+    /// The kernel part of the sample's callchain (empty if it hit user mode).
+    pub kernel: Vec<u64>,
     /// What the tracer got.
     pub delivered: Option<Vec<u64>>,
     /// CPU whose buffer held the deferred record.
@@ -631,6 +633,7 @@ impl Run<'_> {
                     cpu: info.cpu,
                     icount: info.icount,
                     truth: info.truth.clone(),
+                    kernel: s.kernel.clone(),
                     delivered: s.user.clone(),
                     deferred_cpu: s.deferred_cpu,
                     verdict,

@@ -28,6 +28,9 @@ pub(crate) struct RunArgs {
     /// Write a self-contained HTML report.
     #[arg(long, value_name = "FILE")]
     html: Option<String>,
+    /// Write a Firefox Profiler profile (profiler.firefox.com).
+    #[arg(long, value_name = "FILE")]
+    firefox: Option<String>,
 }
 
 /// Options of `replay`.
@@ -79,10 +82,11 @@ pub(crate) fn run(args: &RunArgs) -> i32 {
         }
     }
     type Render = fn(&lab::Report) -> String;
-    let outputs: [(&Option<String>, Render); 3] = [
+    let outputs: [(&Option<String>, Render); 4] = [
         (&args.timeline, |r| serde_json::to_string(&lab::export::chrome_trace(r)).unwrap_or_default()),
         (&args.folded, lab::export::folded),
         (&args.html, lab::html::report),
+        (&args.firefox, |r| serde_json::to_string(&lab::export::firefox(r)).unwrap_or_default()),
     ];
     for (path, render) in outputs {
         if let Some(path) = path {
