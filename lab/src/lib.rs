@@ -15,5 +15,5 @@ pub mod scenario;
 pub mod validate;
 pub mod verdict;
 
-pub use runner::{run, Report, RunError};
+pub use runner::{run, run_with_progress, Progress, Report, RunError};
 pub use scenario::{Scenario, ScenarioError};

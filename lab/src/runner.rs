@@ -247,6 +247,20 @@ fn unwind_config(s: &Scenario) -> UnwindConfig {
 
 /// Runs a scenario to the end and judges every sample.
 pub fn run(scenario: &Scenario) -> Result<Report, RunError> {
+    run_with_progress(scenario, &mut |_| {})
+}
+
+/// How far a run is, for progress displays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    /// Guest instructions executed so far.
+    pub instructions: u64,
+    /// Samples taken so far.
+    pub samples: u64,
+}
+
+/// [`run`], reporting progress after every step of the scheduler.
+pub fn run_with_progress(scenario: &Scenario, progress: &mut dyn FnMut(Progress)) -> Result<Report, RunError> {
     let arch = scenario.machine.arch;
     let opts = KernelOptions {
         cpus: scenario.machine.cpus,
@@ -324,7 +338,7 @@ pub fn run(scenario: &Scenario) -> Result<Report, RunError> {
     for t in &scenario.tracers {
         run.register(t);
     }
-    run.main_loop()?;
+    run.main_loop(progress)?;
     Ok(run.report())
 }
 
@@ -432,9 +446,10 @@ impl Run<'_> {
         Ok(())
     }
 
-    fn main_loop(&mut self) -> Result<(), RunError> {
+    fn main_loop(&mut self, progress: &mut dyn FnMut(Progress)) -> Result<(), RunError> {
         let stop_after = self.scenario.stop_after.unwrap_or(u64::MAX);
         loop {
+            progress(Progress { instructions: self.global(), samples: self.k.tracers.samples });
             self.apply_events()?;
             let global = self.now();
             if global >= stop_after {

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::runner::{run, RunError};
+use crate::runner::RunError;
 use crate::scenario::{Guest, KernelConfig, Machine, Scenario, SframeStrictness, Tracer, UnwinderName};
 use crate::verdict::Verdict;
 
@@ -84,6 +84,7 @@ pub fn validate(
     args: &[String],
     every: u64,
     unwinders: &[UnwinderName],
+    progress: &mut dyn FnMut(crate::Progress),
 ) -> Result<BTreeMap<String, UnwinderResult>, RunError> {
     let arch = emu::Emulator::load(elf, emu::Config::default())
         .map_err(|e| RunError::Guest { guest: elf.display().to_string(), message: e.to_string() })?
@@ -121,7 +122,7 @@ pub fn validate(
             stop_after: None,
             expect: None,
         };
-        let report = run(&scenario)?;
+        let report = crate::run_with_progress(&scenario, progress)?;
         let mut failures: BTreeMap<(String, u64, &'static str), u64> = BTreeMap::new();
         for s in &report.samples {
             let (at, kind) = match s.verdict {

@@ -40,6 +40,38 @@ pub(crate) struct ReplayArgs {
     log: String,
 }
 
+/// A spinner on a terminal, nothing when piped or under CI: long runs say
+/// how far they are.
+fn progress_bar() -> Option<indicatif::ProgressBar> {
+    use std::io::IsTerminal as _;
+    if !std::io::stderr().is_terminal() || std::env::var_os("CI").is_some() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.set_style(indicatif::ProgressStyle::with_template("{spinner} {elapsed} {msg}").ok()?);
+    Some(bar)
+}
+
+/// Runs `f` with a progress callback that drives [`progress_bar`].
+fn with_progress<T>(f: impl FnOnce(&mut dyn FnMut(lab::Progress)) -> T) -> T {
+    let bar = progress_bar();
+    let mut last = 0u64;
+    let result = f(&mut |p: lab::Progress| {
+        if let Some(bar) = &bar {
+            // Redrawing costs more than a scheduler step: every 10⁵ instructions.
+            if p.instructions / 100_000 != last {
+                last = p.instructions / 100_000;
+                bar.set_message(format!("{} guest instructions, {} samples", p.instructions, p.samples));
+                bar.tick();
+            }
+        }
+    });
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    result
+}
+
 /// The default scenario, built in; its guest is found in the source tree the
 /// binary was built from.
 const DEFAULT_SCENARIO: &str = include_str!("../../scenarios/basic-x86_64.json");
@@ -66,7 +98,7 @@ pub(crate) fn run(args: &RunArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
-    let report = match lab::run(&scenario) {
+    let report = match with_progress(|p| lab::run_with_progress(&scenario, p)) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("unwindlab: {name}: {e}");
@@ -169,13 +201,14 @@ pub(crate) fn run_validate(args: &ValidateArgs) -> i32 {
         Some(UnwinderArg::Fp) => vec![UnwinderName::Fp],
         None => vec![UnwinderName::Sframe, UnwinderName::Fp],
     };
-    let results = match lab::validate::validate(Path::new(&args.elf), &args.args, args.every, &unwinders) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("unwindlab: {}: {e}", args.elf);
-            return EXIT_USAGE;
-        }
-    };
+    let results =
+        match with_progress(|p| lab::validate::validate(Path::new(&args.elf), &args.args, args.every, &unwinders, p)) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("unwindlab: {}: {e}", args.elf);
+                return EXIT_USAGE;
+            }
+        };
     if args.json {
         emit_line(&serde_json::to_string_pretty(&results).unwrap_or_default());
         return EXIT_OK;
