@@ -818,6 +818,16 @@ impl Emulator {
         sigframe::deliver(self, sig, cause)
     }
 
+    /// Makes signal `sig` pending, as `kill()` from another process would;
+    /// it is delivered when the guest next runs (if not blocked).
+    pub fn send_signal(&mut self, sig: u32) -> Result<(), Error> {
+        if !(1..=64).contains(&sig) {
+            return Err(Error::Setup { file: self.image.file.clone(), problem: format!("no signal {sig}") });
+        }
+        self.signals.pending |= crate::kernel::sig_bit(sig);
+        Ok(())
+    }
+
     /// Delivers the lowest pending, unblocked signal; `true` if the guest's
     /// state changed (a handler was entered or the process ended).
     fn deliver_pending_signals(&mut self) -> Result<bool, Error> {

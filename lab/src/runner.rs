@@ -441,6 +441,11 @@ impl Run<'_> {
                     }
                 }
                 Action::Register { tracer } => self.register(tracer),
+                Action::Signal { task, signal } => {
+                    let g = find(task);
+                    let guest = &mut self.guests[g];
+                    guest.emu.send_signal(*signal).map_err(|e| guest_err(&guest.name, e))?;
+                }
             }
         }
         Ok(())

@@ -225,6 +225,13 @@ pub enum Action {
         /// The tracer.
         tracer: Tracer,
     },
+    /// Send a signal to the task (delivered when it next runs user code).
+    Signal {
+        /// Guest.
+        task: String,
+        /// Signal number.
+        signal: u32,
+    },
     /// Make the task's next system call (of that name, if given) slow: it
     /// stays in the kernel for this many sampling periods, each one an NMI
     /// that hits it there.
@@ -386,7 +393,9 @@ impl Scenario {
                     }
                     Some(task)
                 }
-                Action::Evict { task, .. } | Action::SlowSyscall { task, .. } => Some(task),
+                Action::Evict { task, .. } | Action::SlowSyscall { task, .. } | Action::Signal { task, .. } => {
+                    Some(task)
+                }
                 Action::Cancel { tracer } => {
                     if !tracers.contains(&tracer.as_str()) {
                         return bad(format!("events[{i}].tracer"), format!("no tracer named {tracer:?}"));
@@ -400,6 +409,11 @@ impl Scenario {
             };
             if let Some(task) = task.filter(|t| !guest(t)) {
                 return bad(format!("events[{i}].task"), format!("no guest named {task:?}"));
+            }
+            if let Action::Signal { signal, .. } = e.action {
+                if !(1..=64).contains(&signal) {
+                    return bad(format!("events[{i}].signal"), format!("expected a signal from 1 to 64, got {signal}"));
+                }
             }
         }
         Ok(())
