@@ -2,21 +2,11 @@
 //! ways Perfetto relies on (phases, pid/tid, timestamps monotonic per track,
 //! flow ids paired), and folded stacks are well formed.
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 
 use lab::Scenario;
-
-fn scenarios() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .collect();
-    files.sort();
-    files
-}
 
 fn check_trace(name: &str, trace: &serde_json::Value) -> (usize, usize) {
     let events = trace["traceEvents"].as_array().unwrap_or_else(|| panic!("{name}: no traceEvents"));
@@ -62,7 +52,7 @@ fn check_trace(name: &str, trace: &serde_json::Value) -> (usize, usize) {
 #[test]
 fn every_timeline_is_valid_chrome_trace_json_and_folded_stacks_are_well_formed() {
     let mut total_flows = 0;
-    for file in scenarios() {
+    for file in common::scenario_files() {
         let name = file.file_stem().unwrap().to_string_lossy().into_owned();
         let report = lab::run(&Scenario::load(&file).unwrap()).unwrap();
         let trace = lab::export::chrome_trace(&report);

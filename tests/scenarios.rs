@@ -4,22 +4,13 @@
 //! untouched log and rejects an edited one; broken scenario files fail with
 //! a clear message and exit status 2.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::process::Command;
 
 use lab::replay::{replay, Replay};
 use lab::Scenario;
-
-fn scenarios() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .collect();
-    files.sort();
-    files
-}
 
 /// The events worth reading in a snapshot: the deferred-unwind story
 /// without the per-sample noise.
@@ -53,7 +44,7 @@ fn key_events(log: &[String]) -> String {
 
 #[test]
 fn every_scenario_runs_deterministically_and_matches_its_snapshot() {
-    let files = scenarios();
+    let files = common::scenario_files();
     assert!(files.len() >= 50, "expected the scenario suite, found {}", files.len());
     for file in files {
         let scenario = Scenario::load(&file).unwrap_or_else(|e| panic!("{e}"));

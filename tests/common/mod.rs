@@ -106,3 +106,15 @@ pub fn tools_or_skip(tools: &[&str]) -> bool {
     eprintln!("skipping: {missing:?} not installed (run `make`)");
     false
 }
+
+/// The scenario files of the suite, sorted.
+pub fn scenario_files() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    files.sort();
+    files
+}
