@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use kmodel::sframe::generate::{self, Cfi};
-use kmodel::sframe::{write, Abi, Base, Recovery, RowRule, Section, Version};
+use kmodel::sframe::{write, Section, Version};
 use unwindlab::{elf, inject};
 
 fn build(gcc: &str, name: &str, flags: &[&str]) -> PathBuf {
@@ -26,24 +26,6 @@ fn build(gcc: &str, name: &str, flags: &[&str]) -> PathBuf {
         .unwrap();
     assert!(status.success(), "{gcc} {flags:?}");
     out
-}
-
-/// A rule in one canonical form: named SP/FP bases, resolved recoveries.
-fn canonical(abi: Abi, rule: RowRule) -> RowRule {
-    let RowRule::Frame(mut f) = rule else { return rule };
-    let (sp, fp) = abi.sp_fp_dwarf();
-    f.cfa.base = match f.cfa.base {
-        Base::Reg(r) if r == sp => Base::Sp,
-        Base::Reg(r) if r == fp => Base::Fp,
-        other => other,
-    };
-    let reg = |r: Recovery| match r {
-        Recovery::InRegister(reg) => Recovery::Reg { reg, offset: 0, deref: false },
-        other => other,
-    };
-    f.ra = reg(f.ra);
-    f.fp = reg(f.fp);
-    RowRule::Frame(f)
 }
 
 struct Generated {
@@ -74,8 +56,8 @@ fn compare_with_gas(path: &Path) -> usize {
     let mut differences = Vec::new();
     for fde in gas.fdes().map(Result::unwrap) {
         for pc in fde.start..fde.start + u64::from(fde.size) {
-            let theirs = gas.lookup(pc).unwrap().map(|l| canonical(abi, l.rule));
-            let mine = ours_section.lookup(pc).unwrap().map(|l| canonical(abi, l.rule));
+            let theirs = gas.lookup(pc).unwrap().map(|l| l.rule.canonical(abi));
+            let mine = ours_section.lookup(pc).unwrap().map(|l| l.rule.canonical(abi));
             compared += 1;
             if theirs != mine {
                 differences.push(format!(

@@ -6,10 +6,9 @@
 use crate::event::EventKind;
 use crate::interleave::Point;
 use crate::kernel::{
-    Cookie, Kernel, StackCopy, Tid, UnwindCache, UnwindWork, WorkId, EINVAL, ESRCH, RESERVED_BITS, UNWIND_PENDING,
-    UNWIND_USED,
+    Cookie, Kernel, Tid, UnwindCache, UnwindWork, WorkId, EINVAL, ESRCH, RESERVED_BITS, UNWIND_PENDING, UNWIND_USED,
 };
-use crate::memory::{Access, MemError, UserMemory};
+use crate::memory::{Access, CopiedStack, UserMemory};
 use crate::unwind::{unwind_user, Trace};
 
 /// How the task_work was queued.
@@ -206,7 +205,7 @@ impl Kernel {
         let cfg = self.opts.unwind.clone();
         let trace: Trace = match &copy {
             Some(copy) if self.task(tid).mm.is_none() => {
-                let view = CopiedStack { copy, rest: mem };
+                let view = CopiedStack { base: copy.base, bytes: &copy.bytes, rest: mem };
                 unwind_user(&regs, &view, &mut self.mms[mm.0].sframe, Access::Faultable, &cfg)
             }
             _ => unwind_user(&regs, mem, &mut self.mms[mm.0].sframe, Access::Faultable, &cfg),
@@ -364,29 +363,5 @@ impl Kernel {
         self.log(cpu, Some(tid), EventKind::ExitHook { variant });
         self.process_unwind_deferred(tid, mem, "exit");
         self.task_mut(tid).work_queued = false;
-    }
-}
-
-/// User memory after exit_mm for the copy-on-exit variant: the stack comes
-/// from the copy (reads beyond it fail), everything below the copied SP
-/// (text, `.sframe`) from the files, i.e. the host's memory.
-struct CopiedStack<'a> {
-    copy: &'a StackCopy,
-    rest: &'a dyn UserMemory,
-}
-
-impl UserMemory for CopiedStack<'_> {
-    fn read(&self, addr: u64, buf: &mut [u8], access: Access) -> Result<(), MemError> {
-        if addr < self.copy.base {
-            return self.rest.read(addr, buf, access);
-        }
-        let start = (addr - self.copy.base) as usize;
-        match self.copy.bytes.get(start..start + buf.len()) {
-            Some(bytes) => {
-                buf.copy_from_slice(bytes);
-                Ok(())
-            }
-            None => Err(MemError::Unmapped { addr }),
-        }
     }
 }

@@ -214,10 +214,6 @@ impl Kernel {
         }
     }
 
-    pub(crate) fn check_after_return(&mut self, _tid: Tid) {
-        self.check_structure();
-    }
-
     pub(crate) fn check_after_exit(&mut self, tid: Tid) {
         let open: Vec<u64> = self.ledger.entries.keys().filter(|(t, _)| *t == tid).map(|(_, c)| *c).collect();
         for id in open {

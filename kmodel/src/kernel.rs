@@ -235,8 +235,6 @@ pub struct StackCopy {
     pub base: u64,
     /// The bytes.
     pub bytes: Vec<u8>,
-    /// Arch (for byte order).
-    pub arch: Arch,
 }
 
 /// An address space: its architecture and its registered SFrame sections.
@@ -611,7 +609,7 @@ impl Kernel {
         let t = self.task_mut(tid);
         t.state = TaskState::User;
         self.log(cpu, Some(tid), EventKind::ReturnToUser);
-        self.check_after_return(tid);
+        self.check_structure();
     }
 
     /// Runs the task's queued task_work (only the deferred-unwind work
@@ -720,24 +718,12 @@ impl Kernel {
         }
         let Some(regs) = self.task(tid).regs.clone() else { return };
         let sp = regs.sp();
-        let want = self.opts.copy_on_exit_bytes;
-        // Copy page by page so an unmapped end just shortens the copy.
-        let mut bytes = Vec::new();
-        let mut addr = sp;
-        while (bytes.len() as u64) < want {
-            let chunk = (crate::memory::PAGE_SIZE - addr % crate::memory::PAGE_SIZE).min(want - bytes.len() as u64);
-            let mut buf = vec![0u8; chunk as usize];
-            if mem.read(addr, &mut buf, Access::Faultable).is_err() {
-                break;
-            }
-            bytes.extend_from_slice(&buf);
-            addr += chunk;
-        }
+        // An unreadable page just ends the copy early.
+        let (bytes, _) = crate::memory::copy_user(mem, sp, self.opts.copy_on_exit_bytes, Access::Faultable);
         let copied = bytes.len() as u64;
         self.stats.copied_bytes += copied;
-        let arch = regs.arch;
         let Some(mm) = self.task(tid).mm else { return };
-        self.task_mut(tid).stack_copy = Some(StackCopy { mm, regs, base: sp, bytes, arch });
+        self.task_mut(tid).stack_copy = Some(StackCopy { mm, regs, base: sp, bytes });
         let cpu = self.task(tid).cpu;
         self.log(cpu, Some(tid), EventKind::StackCopied { bytes: copied });
     }

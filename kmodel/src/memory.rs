@@ -193,3 +193,51 @@ impl UserMemory for PagedMemory {
         Ok(())
     }
 }
+
+/// Copies up to `len` bytes from `addr`, page by page, and stops at the
+/// first page that cannot be read: what a stack copy (perf's
+/// `--call-graph dwarf`, the copy-on-exit variant) keeps. Returns the bytes
+/// and the error that ended the copy early, if one did.
+pub fn copy_user(mem: &dyn UserMemory, addr: u64, len: u64, access: Access) -> (Vec<u8>, Option<MemError>) {
+    let mut bytes = Vec::new();
+    let mut at = addr;
+    while (bytes.len() as u64) < len {
+        let chunk = (PAGE_SIZE - at % PAGE_SIZE).min(len - bytes.len() as u64);
+        let mut buf = vec![0u8; chunk as usize];
+        if let Err(e) = mem.read(at, &mut buf, access) {
+            return (bytes, Some(e));
+        }
+        bytes.extend_from_slice(&buf);
+        at += chunk;
+    }
+    (bytes, None)
+}
+
+/// User memory seen through a copy of the top of the stack: reads at or
+/// above `base` come from `bytes` (and fail beyond them: the copy is all
+/// there is), reads below it (text, `.sframe`) from `rest` — the binary,
+/// as a user-space unwinder of a stack copy sees it.
+pub struct CopiedStack<'a> {
+    /// Address of the first copied byte (the user SP).
+    pub base: u64,
+    /// The copy.
+    pub bytes: &'a [u8],
+    /// Everything else.
+    pub rest: &'a dyn UserMemory,
+}
+
+impl UserMemory for CopiedStack<'_> {
+    fn read(&self, addr: u64, buf: &mut [u8], access: Access) -> Result<(), MemError> {
+        if addr < self.base {
+            return self.rest.read(addr, buf, access);
+        }
+        let start = usize::try_from(addr - self.base).map_err(|_| MemError::Unmapped { addr })?;
+        match start.checked_add(buf.len()).and_then(|end| self.bytes.get(start..end)) {
+            Some(bytes) => {
+                buf.copy_from_slice(bytes);
+                Ok(())
+            }
+            None => Err(MemError::Unmapped { addr }),
+        }
+    }
+}

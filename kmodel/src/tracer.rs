@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::event::EventKind;
 use crate::kernel::{Cookie, Kernel, TaskState, Tid, WorkId};
-use crate::memory::{Access, UserMemory};
+use crate::memory::{copy_user, Access, CopiedStack, MemError, UserMemory};
 use crate::unwind::unwind_user;
 
 /// `PERF_CONTEXT_USER_DEFERRED`.
@@ -358,20 +358,15 @@ impl Kernel {
         };
         // Copy what is readable without faulting, like perf's NMI copy.
         let sp = regs.sp();
-        let mut copied = 0u64;
-        while copied < bytes {
-            let mut word = [0u8; 8];
-            if mem.read(sp + copied, &mut word, Access::NoFault).is_err() {
-                self.tracers.nmi_would_fault += 1;
-                break;
-            }
-            copied += 8;
+        let (copy, stopped) = copy_user(mem, sp, bytes, Access::NoFault);
+        if matches!(stopped, Some(MemError::WouldFault { .. })) {
+            self.tracers.nmi_would_fault += 1;
         }
         // User space later unwinds the copy with the binary's unwind info.
-        let view = CopyView { base: sp, len: copied, rest: mem };
+        let view = CopiedStack { base: sp, bytes: &copy, rest: mem };
         let cfg = self.opts.unwind.clone();
         let trace = unwind_user(&regs, &view, &mut self.mms[mm.0].sframe, Access::Faultable, &cfg);
-        UserChain::Copied { bytes: copied, ips: trace.entries }
+        UserChain::Copied { bytes: copy.len() as u64, ips: trace.entries }
     }
 
     /// A deferred callback for `work` (called by the task-work handler).
@@ -400,23 +395,6 @@ impl Kernel {
                 b.stacks.insert((tid, cookie.id()), trace.to_vec());
             }
         }
-    }
-}
-
-/// The part of user memory a stack copy holds: the copied bytes above SP,
-/// everything below from the binary.
-struct CopyView<'a> {
-    base: u64,
-    len: u64,
-    rest: &'a dyn UserMemory,
-}
-
-impl UserMemory for CopyView<'_> {
-    fn read(&self, addr: u64, buf: &mut [u8], access: Access) -> Result<(), crate::memory::MemError> {
-        if addr >= self.base && addr + buf.len() as u64 > self.base + self.len {
-            return Err(crate::memory::MemError::Unmapped { addr });
-        }
-        self.rest.read(addr, buf, access)
     }
 }
 

@@ -235,12 +235,7 @@ fn describe(abi: Abi, found: &Lookup) -> String {
 }
 
 fn base_name(abi: Abi, base: Base) -> String {
-    let (sp, fp) = abi.sp_fp_dwarf();
-    abi.register_name(match base {
-        Base::Sp => sp,
-        Base::Fp => fp,
-        Base::Reg(r) => r,
-    })
+    abi.register_name(base.dwarf(abi))
 }
 
 fn cfa_expr(abi: Abi, cfa: &CfaRule) -> String {

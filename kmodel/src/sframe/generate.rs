@@ -286,12 +286,7 @@ fn translate(abi: Abi, data: &[u8], row: &gimli::UnwindTableRow<usize>) -> Resul
 }
 
 fn base_of(abi: Abi, reg: u32) -> Base {
-    let (sp, fp) = abi.sp_fp_dwarf();
-    match reg {
-        r if r == sp => Base::Sp,
-        r if r == fp => Base::Fp,
-        r => Base::Reg(r),
-    }
+    Base::Reg(reg).named(abi)
 }
 
 fn recovery(data: &[u8], rule: RegisterRule<usize>) -> Option<Recovery> {

@@ -24,6 +24,48 @@ pub enum Base {
     Reg(u32),
 }
 
+impl Base {
+    /// The DWARF number of the register.
+    pub fn dwarf(self, abi: Abi) -> u32 {
+        let (sp, fp) = abi.sp_fp_dwarf();
+        match self {
+            Base::Sp => sp,
+            Base::Fp => fp,
+            Base::Reg(r) => r,
+        }
+    }
+
+    /// The same register with SP and FP named: a flex rule on SP or FP is
+    /// an SP/FP rule.
+    pub fn named(self, abi: Abi) -> Base {
+        let (sp, fp) = abi.sp_fp_dwarf();
+        match self.dwarf(abi) {
+            r if r == sp => Base::Sp,
+            r if r == fp => Base::Fp,
+            r => Base::Reg(r),
+        }
+    }
+}
+
+impl RowRule {
+    /// One spelling per meaning, for comparing rules that came from
+    /// different encodings: SP and FP named, a register value as
+    /// `reg + 0`, a fixed offset as the slot it names. (Padding needs the
+    /// header: use [`FrameRule::resolved`] first.)
+    pub fn canonical(self, abi: Abi) -> RowRule {
+        let RowRule::Frame(mut f) = self else { return self };
+        f.cfa.base = f.cfa.base.named(abi);
+        let canon = |r: Recovery| match r {
+            Recovery::InRegister(reg) => Recovery::Reg { reg, offset: 0, deref: false },
+            Recovery::Fixed(offset) => Recovery::Cfa { offset, deref: true },
+            other => other,
+        };
+        f.ra = canon(f.ra);
+        f.fp = canon(f.fp);
+        RowRule::Frame(f)
+    }
+}
+
 /// How to compute the CFA: `base + offset`, loaded from there if `deref`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct CfaRule {

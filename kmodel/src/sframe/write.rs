@@ -350,13 +350,10 @@ impl Encoding {
             RowRule::Outermost => return Ok(RawRow::new(start, true, &[])),
             RowRule::Frame(frame) => frame,
         };
-        let (sp, fp) = self.abi.sp_fp_dwarf();
-        let cfa_base_sp = match frame.cfa.base {
+        let cfa_base_sp = match frame.cfa.base.named(self.abi) {
             _ if frame.cfa.deref => return Err("CFA is loaded from memory"),
             Base::Sp => true,
             Base::Fp => false,
-            Base::Reg(r) if r == sp => true,
-            Base::Reg(r) if r == fp => false,
             Base::Reg(_) => return Err("CFA is based on a register other than SP or FP"),
         };
         let mut words = vec![self.cfa_word(frame.cfa.offset)?];
@@ -418,12 +415,6 @@ impl Encoding {
             RowRule::Outermost => return Ok(RawRow::new(start, false, &[])),
             RowRule::Frame(frame) => frame,
         };
-        let (sp, fp) = self.abi.sp_fp_dwarf();
-        let reg_of = |base: Base| match base {
-            Base::Sp => sp,
-            Base::Fp => fp,
-            Base::Reg(r) => r,
-        };
         let control = |reg: Option<u32>, deref: bool| -> Result<u32, &'static str> {
             let bits = u32::from(deref) << 1;
             match reg {
@@ -450,7 +441,7 @@ impl Encoding {
             }
             Ok(Some([Word::Unsigned(ctl), Word::Signed(offset)]))
         };
-        let cfa_ctl = control(Some(reg_of(frame.cfa.base)), frame.cfa.deref)?;
+        let cfa_ctl = control(Some(frame.cfa.base.dwarf(self.abi)), frame.cfa.deref)?;
         let mut words = vec![Word::Unsigned(cfa_ctl), Word::Signed(self.cfa_word(frame.cfa.offset)?)];
         let ra = pair(frame.ra, self.cfa_fixed_ra_offset)?;
         let fp = pair(frame.fp, self.cfa_fixed_fp_offset)?;

@@ -464,13 +464,10 @@ fn kernel_consumes_all_words(fixed_ra: i8, fixed_fp: i8, fde: &Fde, fre: &Fre) -
 /// A resolved row rule as the walker's frame description
 /// (`sframe_init_cfa_rule_data()`, `sframe_init_rule_data()`).
 fn frame_of(rule: &FrameRule, kind: FdeKind, arch: Arch) -> Frame {
-    let (sp, fp) = arch.sframe_abi().sp_fp_dwarf();
-    let cfa_base = match rule.cfa.base {
+    // A flex CFA on SP or FP is an SP/FP rule, valid in every frame.
+    let cfa_base = match rule.cfa.base.named(arch.sframe_abi()) {
         Base::Sp => CfaBase::Sp,
         Base::Fp => CfaBase::Fp,
-        // A flex CFA on SP or FP is an SP/FP rule, valid in every frame.
-        Base::Reg(r) if r == sp => CfaBase::Sp,
-        Base::Reg(r) if r == fp => CfaBase::Fp,
         Base::Reg(r) => CfaBase::Reg(r),
     };
     let recovery = |rec: Recovery| match rec {
