@@ -136,6 +136,20 @@ fn injected_runs_the_same(gcc: &str, qemu: &str, name: &str, flags: &[&str]) {
     for fde in section.fdes().map(Result::unwrap) {
         assert!(other.find_fde(fde.start).unwrap().is_some(), "{name}: simple-frame-rs misses {:#x}", fde.start);
     }
+    // And the lab unwinds with it where the program was loaded (a static
+    // PIE is moved: the text range handed to the model must be moved once).
+    let results = lab::validate::validate(
+        &injected,
+        &["one".into(), "two".into()],
+        997,
+        &[lab::scenario::UnwinderName::Sframe],
+        &mut |_| {},
+    )
+    .unwrap();
+    let sframe = &results["sframe"];
+    assert!(sframe.samples >= 10, "{name}: {sframe:?}");
+    assert!(sframe.exact * 20 >= sframe.samples * 17, "{name}: {sframe:?}");
+    assert_eq!(sframe.wrong, 0, "{name}: {sframe:?}");
 }
 
 #[test]

@@ -79,6 +79,16 @@ pub struct Image {
 }
 
 impl Image {
+    /// The span of the executable segments at their load addresses: the
+    /// text an SFrame section describes (`None` without executable code).
+    pub fn text_range(&self) -> Option<(u64, u64)> {
+        self.segments
+            .iter()
+            .filter(|s| s.perms.contains(crate::memory::Perms::EXEC))
+            .map(|s| (s.vaddr, s.vaddr + s.memsz))
+            .reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)))
+    }
+
     /// Parses `bytes`, the contents of `file`.
     pub fn parse(file: &str, bytes: &[u8]) -> Result<Image, Error> {
         let bad = |problem: String| Error::BadElf { file: file.to_string(), problem };

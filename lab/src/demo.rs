@@ -10,7 +10,7 @@ use kmodel::kernel::ExitPath;
 
 use crate::runner::{run, Report, RunError};
 use crate::scenario::{Action, Guest, KernelConfig, Machine, Scenario, TimedEvent, Tracer};
-use crate::validate::Symbols;
+use crate::symbols::Symbols;
 
 fn scenario(arch: Arch, guests_dir: &Path, mode: &str, exit_path: ExitPath, events: Vec<TimedEvent>) -> Scenario {
     let arch_dir = match arch {
@@ -64,12 +64,12 @@ pub fn demo(arch: Arch, guests_dir: &Path) -> Result<Vec<String>, RunError> {
     };
     let lost = run(&scenario(arch, guests_dir, "exit", ExitPath::None, vec![exit_slow.clone()]))?;
     let kept = run(&scenario(arch, guests_dir, "exit", ExitPath::Upstream, vec![exit_slow]))?;
-    let symbols = Symbols::read(&main.scenario.guests[0].path);
+    let symbols = &main.symbols["lab"];
     let mut steps = vec![format!(
         "unwindlab demo on {arch:?}: the guest `lab sleep` runs under the emulator on a 2-CPU kernel model; \
          perf samples it every 4,001 instructions and wants each sample's user stack."
     )];
-    steps.extend(story(&main, &symbols));
+    steps.extend(story(&main, symbols));
     steps.extend(exit_story(&lost, &kept));
     Ok(steps)
 }

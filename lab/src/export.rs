@@ -9,7 +9,6 @@ use kmodel::event::EventKind;
 use serde_json::{json, Value};
 
 use crate::runner::Report;
-use crate::validate::Symbols;
 use crate::verdict::Verdict;
 
 /// A span of a task in one state.
@@ -175,11 +174,9 @@ pub fn chrome_trace(report: &Report) -> Value {
 /// Sampled user stacks aggregated: (frames outermost first, count), with
 /// the guest's name as the root and `[lost]` for lost stacks.
 pub fn stacks(report: &Report) -> BTreeMap<Vec<String>, u64> {
-    let symbols: BTreeMap<String, Symbols> =
-        report.scenario.guests.iter().map(|g| (g.name.clone(), Symbols::read(&g.path))).collect();
     let mut counts: BTreeMap<Vec<String>, u64> = BTreeMap::new();
     for s in &report.samples {
-        let syms = &symbols[&s.guest];
+        let syms = &report.symbols[&s.guest];
         let mut frames: Vec<String> = vec![s.guest.clone()];
         match (&s.verdict, &s.delivered) {
             (Verdict::Lost { .. }, _) | (_, None) => frames.push("[lost]".into()),
@@ -229,7 +226,7 @@ pub fn firefox(report: &Report) -> Value {
         let process = profile.add_process(&g.name, i as u32 + 1, start);
         let thread = profile.add_thread(process, i as u32 + 1, start, true);
         profile.set_thread_name(thread, &g.name);
-        threads.insert(g.name.clone(), (thread, Symbols::read(&g.path)));
+        threads.insert(g.name.clone(), (thread, &report.symbols[&g.name]));
     }
     for s in &report.samples {
         let Some((thread, symbols)) = threads.get(&s.guest) else { continue };

@@ -7,7 +7,6 @@ use std::fmt::Write as _;
 
 use crate::export::{stacks, timeline};
 use crate::runner::Report;
-use crate::validate::Symbols;
 use crate::verdict::Verdict;
 
 /// Most samples listed one by one.
@@ -162,13 +161,11 @@ fn timeline_svg(r: &Report, out: &mut String) {
 }
 
 fn samples(r: &Report, out: &mut String) {
-    let symbols: BTreeMap<&str, Symbols> =
-        r.scenario.guests.iter().map(|g| (g.name.as_str(), Symbols::read(&g.path))).collect();
     out.push_str(
         "<table><tr><th>#</th><th>CPU</th><th>instr.</th><th>verdict</th><th>ground truth</th><th>delivered</th></tr>",
     );
     for s in r.samples.iter().take(MAX_SAMPLES) {
-        let syms = &symbols[s.guest.as_str()];
+        let syms = &r.symbols[&s.guest];
         let bad_from = match s.verdict {
             Verdict::Wrong { frame, .. } => frame,
             Verdict::Truncated { frames, .. } => frames,

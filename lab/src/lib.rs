@@ -12,6 +12,7 @@ pub mod html;
 pub mod replay;
 pub mod runner;
 pub mod scenario;
+pub mod symbols;
 pub mod validate;
 pub mod verdict;
 

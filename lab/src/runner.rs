@@ -15,6 +15,7 @@ use kmodel::unwind::{unwind_user, Method, SframeMode, UnwindConfig};
 use serde::Serialize;
 
 use crate::scenario::{Action, EvictWhat, Scenario, SframeStrictness, Tracer, UnwinderName};
+use crate::symbols::Symbols;
 use crate::verdict::Verdict;
 
 /// Why a scenario could not be run.
@@ -131,6 +132,9 @@ pub struct Report {
     /// The kernel model's events (the structured form of most of the log).
     #[serde(skip)]
     pub kernel_events: Vec<kmodel::event::Event>,
+    /// Each guest's function symbols, at its load address.
+    #[serde(skip)]
+    pub symbols: BTreeMap<String, Symbols>,
 }
 
 struct GuestRun {
@@ -166,6 +170,7 @@ struct Run<'s> {
     in_kernel: u64,
     /// Index of the next timed event.
     next_event: usize,
+    symbols: BTreeMap<String, Symbols>,
 }
 
 impl Report {
@@ -275,6 +280,7 @@ pub fn run_with_progress(scenario: &Scenario, progress: &mut dyn FnMut(Progress)
     let mut k = Kernel::new(opts);
     k.check = true;
     let mut guests = Vec::new();
+    let mut symbols = BTreeMap::new();
     for g in &scenario.guests {
         // argv[0] and /proc/self/exe must not depend on where the checkout
         // is: their lengths change the guest's instruction counts.
@@ -290,20 +296,14 @@ pub fn run_with_progress(scenario: &Scenario, progress: &mut dyn FnMut(Progress)
             exe_path: Some(format!("/guests/{file_name}").into_bytes()),
             ..Config::default()
         };
-        let mut emu = load_guest(g, config)?;
+        let (mut emu, guest_symbols) = load_guest(g, config)?;
+        symbols.insert(g.name.clone(), guest_symbols);
         if kmodel::arch::Arch::from(emu.arch()) != arch {
             return Err(guest_err(&g.name, format!("is not a {arch:?} program")));
         }
         let mm = k.new_mm(arch);
         if let Some(sframe) = emu.sframe() {
-            let image = emu.image();
-            let text = image
-                .segments
-                .iter()
-                .filter(|s| s.perms.contains(emu::Perms::EXEC))
-                .map(|s| (s.vaddr + image.bias, s.vaddr + image.bias + s.memsz))
-                .reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)));
-            if let Some(text) = text {
+            if let Some(text) = emu.image().text_range() {
                 let mem = emu.user_memory();
                 // A refused section is logged by the model; FP remains.
                 let _ = k.add_sframe(mm, &mem, (sframe.addr, sframe.addr + sframe.size), text);
@@ -334,6 +334,7 @@ pub fn run_with_progress(scenario: &Scenario, progress: &mut dyn FnMut(Progress)
         nmi_would_fault: 0,
         in_kernel: 0,
         next_event: 0,
+        symbols,
     };
     for t in &scenario.tracers {
         run.register(t);
@@ -344,13 +345,16 @@ pub fn run_with_progress(scenario: &Scenario, progress: &mut dyn FnMut(Progress)
 
 /// Loads a guest, with its `.sframe` patched first if the scenario says so
 /// (in the file's bytes: the section is read-only once loaded).
-fn load_guest(g: &crate::scenario::Guest, config: Config) -> Result<Emulator, RunError> {
+fn load_guest(g: &crate::scenario::Guest, config: Config) -> Result<(Emulator, Symbols), RunError> {
     let mut bytes = std::fs::read(&g.path).map_err(|e| guest_err(&g.name, format!("{}: {e}", g.path.display())))?;
     if !g.sframe_patch.is_empty() {
         let (offset, size) = goblin::elf::Elf::parse(&bytes)
             .ok()
             .and_then(|elf| {
-                elf.program_headers.iter().find(|p| p.p_type == 0x6474_e554).map(|p| (p.p_offset, p.p_filesz))
+                elf.program_headers
+                    .iter()
+                    .find(|p| p.p_type == emu::elf::PT_GNU_SFRAME)
+                    .map(|p| (p.p_offset, p.p_filesz))
             })
             .ok_or_else(|| guest_err(&g.name, "sframe_patch given but the program has no PT_GNU_SFRAME"))?;
         for &(at, byte) in &g.sframe_patch {
@@ -361,7 +365,9 @@ fn load_guest(g: &crate::scenario::Guest, config: Config) -> Result<Emulator, Ru
             }
         }
     }
-    Emulator::new(&g.path.display().to_string(), &bytes, config).map_err(|e| guest_err(&g.name, e))
+    let emu = Emulator::new(&g.path.display().to_string(), &bytes, config).map_err(|e| guest_err(&g.name, e))?;
+    let symbols = Symbols::parse(&bytes, emu.image().bias);
+    Ok((emu, symbols))
 }
 
 impl Run<'_> {
@@ -702,6 +708,7 @@ impl Run<'_> {
             expectation_failures: Vec::new(),
             log,
             kernel_events: std::mem::take(&mut self.k.events),
+            symbols: std::mem::take(&mut self.symbols),
         };
         report.expectation_failures = check_expectations(&report);
         report

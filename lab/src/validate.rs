@@ -41,42 +41,6 @@ pub struct Failure {
     pub count: u64,
 }
 
-/// Function symbols of an ELF file, for naming PCs.
-pub struct Symbols(Vec<(u64, u64, String)>);
-
-impl Symbols {
-    /// Reads the symbol table of `path` (empty if it has none).
-    pub fn read(path: &Path) -> Symbols {
-        let data = std::fs::read(path).unwrap_or_default();
-        let mut syms = Vec::new();
-        if let Ok(elf) = goblin::elf::Elf::parse(&data) {
-            for s in elf.syms.iter().filter(|s| s.st_type() == goblin::elf::sym::STT_FUNC && s.st_value != 0) {
-                if let Some(name) = elf.strtab.get_at(s.st_name) {
-                    syms.push((s.st_value, s.st_size, name.to_string()));
-                }
-            }
-        }
-        syms.sort();
-        syms.dedup_by_key(|s| s.0);
-        Symbols(syms)
-    }
-
-    /// `name+0xoff` for `pc`, or the hex address.
-    pub fn name(&self, pc: u64) -> String {
-        let i = self.0.partition_point(|s| s.0 <= pc);
-        match i.checked_sub(1).map(|i| &self.0[i]) {
-            Some((start, size, name)) if pc < start + (*size).max(1) => format!("{name}+{:#x}", pc - start),
-            _ => format!("{pc:#x}"),
-        }
-    }
-
-    /// The function name alone.
-    pub fn function(&self, pc: u64) -> String {
-        let n = self.name(pc);
-        n.split('+').next().unwrap_or(&n).to_string()
-    }
-}
-
 /// Runs `elf` with `args` once per unwinder, sampling every `every`
 /// instructions, and tallies the verdicts.
 pub fn validate(
@@ -90,7 +54,6 @@ pub fn validate(
         .map_err(|e| RunError::Guest { guest: elf.display().to_string(), message: e.to_string() })?
         .arch()
         .into();
-    let symbols = Symbols::read(elf);
     let mut out = BTreeMap::new();
     for &unwinder in unwinders {
         let scenario = Scenario {
@@ -131,7 +94,7 @@ pub fn validate(
                 _ => continue,
             };
             let pc = s.truth.get(at).copied().unwrap_or(0);
-            *failures.entry((symbols.function(pc), pc, kind)).or_insert(0) += 1;
+            *failures.entry((report.symbols["guest"].function(pc), pc, kind)).or_insert(0) += 1;
         }
         let mut failures: Vec<Failure> =
             failures.into_iter().map(|((function, pc, kind), count)| Failure { function, pc, kind, count }).collect();
