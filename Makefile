@@ -7,20 +7,20 @@ SHELL := /bin/bash
 CARGO ?= cargo
 FUZZ_SECONDS ?= 600
 
-# Debian packages the build and the tests need: the cross toolchains and
-# qemu-user (guests, toolchain tests), cmake and libclang-dev (Unicorn),
-# Chromium (the HTML report is checked in a real browser).
-APT_PACKAGES := build-essential binutils cmake libclang-dev pkg-config \
-	gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu \
-	gcc-s390x-linux-gnu binutils-s390x-linux-gnu qemu-user \
-	chromium fonts-dejavu-core
+# The Debian packages the build and the tests need are named, each with its
+# reason, in scripts/debian-packages.txt (installed without Recommends).
 
-.PHONY: all deps build run test lint fuzz bench-sframe bench-kmodel bench-emu clean
+.PHONY: all deps preflight build run test lint fuzz bench-sframe bench-kmodel bench-emu clean
 
-all: deps build run
+all: deps preflight build run
 
 deps:
-	@scripts/install-deps.sh $(APT_PACKAGES)
+	@scripts/install-deps.sh
+
+# Seconds, not minutes: every tool answers and a static hello runs on each
+# architecture; otherwise one line names the Debian package to install.
+preflight:
+	@scripts/preflight.sh
 
 build:
 	$(CARGO) build --release --locked
@@ -33,7 +33,7 @@ lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
 
-test: deps lint
+test: deps preflight lint
 	$(CARGO) test --locked --workspace --all-targets
 
 # Coverage-guided fuzzing of the SFrame reader (needs a nightly toolchain

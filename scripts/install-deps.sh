@@ -1,21 +1,32 @@
 #!/usr/bin/env bash
-# Installs the Debian packages given as arguments that are not installed yet.
-# Runs apt-get only when something is missing (as root, or through sudo).
+# Installs the Debian packages named in scripts/debian-packages.txt (or given
+# as arguments) that are not installed yet. Runs apt-get only when something
+# is missing (as root, or through sudo), always with --no-install-recommends:
+# the list must name everything.
 set -euo pipefail
+here=$(dirname "$0")
+if [ $# -eq 0 ]; then
+  mapfile -t pkgs < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' -e 's/[[:space:]]//g' "$here/debian-packages.txt")
+else
+  pkgs=("$@")
+fi
 missing=()
-for pkg in "$@"; do
+for pkg in "${pkgs[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
     missing+=("$pkg")
   fi
 done
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "deps: all ${#@} Debian packages present"
+  echo "deps: all ${#pkgs[@]} Debian packages present"
   exit 0
 fi
 echo "deps: installing ${missing[*]}"
 sudo=()
 if [ "$(id -u)" -ne 0 ]; then
-  command -v sudo >/dev/null || { echo "deps: need root or sudo to install ${missing[*]}" >&2; exit 1; }
+  if ! command -v sudo >/dev/null; then
+    echo "deps: missing Debian packages: ${missing[*]} (run 'make deps' as root, or: apt-get install --no-install-recommends ${missing[*]})" >&2
+    exit 1
+  fi
   sudo=(sudo)
 fi
 export DEBIAN_FRONTEND=noninteractive

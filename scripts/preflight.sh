@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Preflight: checks, in seconds, that everything `make` and `make test` use
+# really works, before any long build: each tool answers, and a static
+# "hello" builds and runs for each of the three architectures (x86-64
+# natively, AArch64 and s390x under qemu-user). When something is missing it
+# stops with one line naming the Debian package(s) to install, instead of a
+# compiler error from deep inside a test.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+missing=()   # "package (what failed)"
+need() { # need PACKAGE WHAT: records a missing package once
+  local p
+  for p in "${missing[@]}"; do [ "${p%% *}" = "$1" ] && return; done
+  missing+=("$1 ($2)")
+}
+have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+
+# Every listed package must be installed (nothing may come from Recommends).
+while read -r pkg; do
+  have_pkg "$pkg" || need "$pkg" "not installed"
+done < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' -e 's/[[:space:]]//g' "$here/debian-packages.txt")
+
+# Tools, by the package that provides them.
+tool() { command -v "$1" >/dev/null 2>&1 || need "$2" "$1 not found"; }
+tool gcc gcc; tool make make; tool objdump binutils; tool nm binutils
+tool cmake cmake; tool pkg-config pkg-config; tool python3 python3
+tool aarch64-linux-gnu-gcc gcc-aarch64-linux-gnu; tool aarch64-linux-gnu-objdump binutils-aarch64-linux-gnu
+tool s390x-linux-gnu-gcc gcc-s390x-linux-gnu; tool s390x-linux-gnu-as binutils-s390x-linux-gnu
+tool qemu-x86_64 qemu-user; tool qemu-aarch64 qemu-user; tool qemu-s390x qemu-user
+tool chromium chromium
+[ -n "$(ls /usr/lib/llvm-*/lib/libclang*.so* 2>/dev/null)" ] || need libclang-dev "no libclang for bindgen"
+[ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need fonts-dejavu-core "no DejaVu font"
+command -v cargo >/dev/null 2>&1 || echo "preflight: cargo not found: install a Rust toolchain (rustup) first" >&2
+
+# The C library each compiler links statically, and the package it comes from.
+# arch compiler sysroot-libc.a package runner
+probes=(
+  "x86-64 gcc /usr/lib/x86_64-linux-gnu/libc.a libc6-dev -"
+  "AArch64 aarch64-linux-gnu-gcc /usr/aarch64-linux-gnu/lib/libc.a libc6-dev-arm64-cross qemu-aarch64"
+  "s390x s390x-linux-gnu-gcc /usr/s390x-linux-gnu/lib/libc.a libc6-dev-s390x-cross qemu-s390x"
+)
+printf '#include <stdio.h>\nint main(void) { puts("hello"); return 0; }\n' > "$work/hello.c"
+for probe in "${probes[@]}"; do
+  read -r arch cc libc pkg runner <<< "$probe"
+  command -v "$cc" >/dev/null 2>&1 || continue        # already named above
+  [ -e "$libc" ] || { need "$pkg" "$arch C library: no $libc"; continue; }
+  exe="$work/hello-$cc"
+  if ! err=$("$cc" -static -O2 -o "$exe" "$work/hello.c" 2>&1); then
+    need "$pkg" "$arch static hello does not build: $(printf '%s\n' "$err" | grep -m1 -i error)"
+    continue
+  fi
+  if [ "$runner" = - ]; then out=$("$exe" 2>&1); else
+    command -v "$runner" >/dev/null 2>&1 || continue  # already named above
+    out=$("$runner" "$exe" 2>&1)
+  fi
+  [ "$out" = hello ] || need qemu-user "$arch static hello printed '${out:0:60}'"
+done
+
+if [ ${#missing[@]} -ne 0 ]; then
+  names=$(printf '%s\n' "${missing[@]}" | awk '{print $1}' | tr '\n' ' ')
+  echo "preflight: install the Debian package(s) ${names% }: $(IFS=';'; echo "${missing[*]}" | sed 's/;/; /g') — 'make deps' as root does it, or apt-get install --no-install-recommends ${names% }" >&2
+  exit 1
+fi
+echo "preflight: toolchains, qemu-user and chromium work; static hello ran on x86-64, AArch64 and s390x"
