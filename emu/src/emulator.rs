@@ -40,7 +40,9 @@ pub struct Config {
     /// What `readlink("/proc/self/exe")` answers (default: the file name made
     /// absolute; glibc insists on an absolute path).
     pub exe_path: Option<Vec<u8>>,
-    /// Record every syscall as an [`Event::Syscall`].
+    /// Record every syscall as an [`Event::Syscall`], with the strings its
+    /// path arguments pointed to (read without faulting anything in), for
+    /// traces.
     pub record_syscalls: bool,
     /// Read-only files the guest can open, by path.
     pub files: BTreeMap<Vec<u8>, Vec<u8>>,

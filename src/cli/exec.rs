@@ -35,6 +35,8 @@ pub(crate) fn run(args: ExecArgs) -> i32 {
         capture_output: false,
         passthrough: true,
         exe_path,
+        // Recorded calls carry what their path arguments pointed to.
+        record_syscalls: args.trace_syscalls,
         ..Config::default()
     };
     let mut emu = match Emulator::load(file, config) {
@@ -44,6 +46,7 @@ pub(crate) fn run(args: ExecArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
+    // Stopping after each call prints its line before the guest writes more.
     let limit = if args.trace_syscalls { RunLimit::to_exit().and_syscalls() } else { RunLimit::to_exit() };
     let exit = loop {
         let stop = emu.run(limit);
@@ -54,8 +57,7 @@ pub(crate) fn run(args: ExecArgs) -> i32 {
         }
         match stop {
             Ok(Stop::Exit(exit)) => break exit,
-            Ok(Stop::Syscall(record)) => eprintln!("[{}] {record}", record.icount),
-            Ok(Stop::Limit) => {}
+            Ok(Stop::Syscall(_) | Stop::Limit) => {}
             Err(e) => {
                 eprintln!("unwindlab: {e}");
                 return EXIT_USAGE;
@@ -78,7 +80,7 @@ fn report(name: &str, event: &Event) {
             eprintln!("unwindlab: {name}: [{icount}] unknown system call {nr} at pc {pc:#x}, answered -ENOSYS");
         }
         Event::Warning { icount, message } => eprintln!("unwindlab: {name}: [{icount}] {message}"),
-        // Serviced calls are printed from the stop, with their result.
-        Event::Syscall(_) => {}
+        // strace-like: `[icount] openat(AT_FDCWD, "in.txt", O_RDONLY) = -ENOENT`.
+        Event::Syscall(record) => eprintln!("[{}] {record}", record.icount),
     }
 }

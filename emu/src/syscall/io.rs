@@ -1,25 +1,18 @@
 //! File descriptors: standard streams, read-only provided files, and what
 //! glibc asks about them (stat, ioctl, fcntl), plus readlink and getcwd.
 
-use super::errno::{EACCES, EBADF, EINVAL, ENOENT, ENOTTY, ERANGE, ESPIPE};
-use super::{fail, ok, SysResult, GID, UID};
+use super::abi::{
+    AT_EMPTY_PATH, AT_FDCWD, F_DUPFD, F_DUPFD_CLOEXEC, F_GETFD, F_GETFL, F_SETFD, F_SETFL, O_ACCMODE, O_RDONLY,
+    O_WRONLY, SEEK_CUR, SEEK_END, SEEK_SET,
+};
+use super::errno::{EACCES, EBADF, EINVAL, ENOENT, ENOTDIR, ENOTTY, ERANGE, ESPIPE};
+use super::{fail, ok, SysError, SysResult, GID, UID};
 use crate::arch::StatField;
 use crate::bytes::GuestStruct;
 use crate::emulator::Emulator;
 use crate::memory::{Access, ReadMode};
 use std::rc::Rc;
 
-const AT_FDCWD: u64 = (-100i64) as u64;
-const AT_EMPTY_PATH: u64 = 0x1000;
-const O_ACCMODE: u64 = 3;
-const O_RDONLY: u64 = 0;
-const O_WRONLY: u64 = 1;
-const F_DUPFD: u64 = 0;
-const F_GETFD: u64 = 1;
-const F_SETFD: u64 = 2;
-const F_GETFL: u64 = 3;
-const F_SETFL: u64 = 4;
-const F_DUPFD_CLOEXEC: u64 = 1030;
 const S_IFIFO: u64 = 0o010_000;
 const S_IFREG: u64 = 0o100_000;
 /// Longest path the kernel accepts (`PATH_MAX`).
@@ -49,8 +42,8 @@ pub(crate) enum Fd {
     },
 }
 
-fn fd_entry(emu: &Emulator, fd: u64) -> Result<Fd, super::SysError> {
-    emu.fds.get(&fd).cloned().ok_or(super::SysError::Errno(EBADF))
+fn fd_entry(emu: &Emulator, fd: u64) -> Result<Fd, SysError> {
+    emu.fds.get(&fd).cloned().ok_or(SysError::Errno(EBADF))
 }
 
 /// Copies what the guest wants written out of its memory.
@@ -64,7 +57,7 @@ fn output(emu: &mut Emulator, fd: u64, data: &[u8]) -> SysResult {
 }
 
 /// Produces up to `max` bytes for the guest from `fd`.
-fn input(emu: &mut Emulator, fd: u64, max: u64) -> Result<Vec<u8>, super::SysError> {
+fn input(emu: &mut Emulator, fd: u64, max: u64) -> Result<Vec<u8>, SysError> {
     match fd_entry(emu, fd)? {
         Fd::Stdin => Ok(emu.stdin.read(max.min(READ_CHUNK) as usize)),
         Fd::File { data, pos } => {
@@ -73,7 +66,7 @@ fn input(emu: &mut Emulator, fd: u64, max: u64) -> Result<Vec<u8>, super::SysErr
             emu.fds.insert(fd, Fd::File { data, pos: pos + chunk.len() as u64 });
             Ok(chunk)
         }
-        Fd::Stdout | Fd::Stderr => Err(super::SysError::Errno(EBADF)),
+        Fd::Stdout | Fd::Stderr => Err(SysError::Errno(EBADF)),
     }
 }
 
@@ -100,7 +93,7 @@ pub(super) fn pread64(emu: &mut Emulator, [fd, buf, count, offset, ..]: [u64; 6]
 
 /// Copies `count` bytes at `buf` out to `fd`, in chunks so that a huge
 /// buffer never needs a huge host allocation.
-fn copy_out(emu: &mut Emulator, fd: u64, buf: u64, count: u64) -> Result<(), super::SysError> {
+fn copy_out(emu: &mut Emulator, fd: u64, buf: u64, count: u64) -> Result<(), SysError> {
     let mut done = 0;
     while done < count {
         let chunk = emu.read_vec(buf + done, (count - done).min(READ_CHUNK))?;
@@ -119,9 +112,9 @@ pub(super) fn write(emu: &mut Emulator, [fd, buf, count, ..]: [u64; 6]) -> SysRe
 }
 
 /// The `(base, len)` pairs of an iovec array.
-fn iovecs(emu: &mut Emulator, iov: u64, count: u64) -> Result<Vec<(u64, u64)>, super::SysError> {
+fn iovecs(emu: &mut Emulator, iov: u64, count: u64) -> Result<Vec<(u64, u64)>, SysError> {
     if count > IOV_MAX {
-        return Err(super::SysError::Errno(EINVAL));
+        return Err(SysError::Errno(EINVAL));
     }
     (0..count).map(|i| Ok((emu.read_uint(iov + 16 * i, 8)?, emu.read_uint(iov + 16 * i + 8, 8)?))).collect()
 }
@@ -173,9 +166,9 @@ pub(super) fn close(emu: &mut Emulator, [fd, ..]: [u64; 6]) -> SysResult {
 pub(super) fn lseek(emu: &mut Emulator, [fd, offset, whence, ..]: [u64; 6]) -> SysResult {
     let Fd::File { data, pos } = fd_entry(emu, fd)? else { return fail(ESPIPE) };
     let base = match whence {
-        0 => 0,
-        1 => pos as i64,
-        2 => data.len() as i64,
+        SEEK_SET => 0,
+        SEEK_CUR => pos as i64,
+        SEEK_END => data.len() as i64,
         _ => return fail(EINVAL),
     };
     let Some(new) = base.checked_add(offset as i64).filter(|&new| new >= 0) else { return fail(EINVAL) };
@@ -195,7 +188,13 @@ pub(super) fn fcntl(emu: &mut Emulator, [fd, cmd, arg, ..]: [u64; 6]) -> SysResu
         F_GETFD | F_SETFD | F_SETFL => ok(0),
         F_GETFL => ok(if matches!(entry, Fd::Stdout | Fd::Stderr) { O_WRONLY } else { O_RDONLY }),
         F_DUPFD | F_DUPFD_CLOEXEC => {
-            let new = lowest_free_fd(emu, arg);
+            // The kernel takes the lowest descriptor as an int and checks it
+            // against RLIMIT_NOFILE.
+            let from = i64::from(arg as i32);
+            if !(0..super::process::NOFILE as i64).contains(&from) {
+                return fail(EINVAL);
+            }
+            let new = lowest_free_fd(emu, from as u64);
             emu.fds.insert(new, entry);
             ok(new)
         }
@@ -208,17 +207,28 @@ fn lowest_free_fd(emu: &Emulator, from: u64) -> u64 {
 }
 
 /// Reads a path argument.
-fn path(emu: &mut Emulator, addr: u64) -> Result<Vec<u8>, super::SysError> {
-    emu.read_cstr(addr, PATH_MAX)?.ok_or(super::SysError::Errno(super::errno::ENAMETOOLONG))
+fn path(emu: &mut Emulator, addr: u64) -> Result<Vec<u8>, SysError> {
+    emu.read_cstr(addr, PATH_MAX)?.ok_or(SysError::Errno(super::errno::ENAMETOOLONG))
 }
 
-/// Looks a path up among the provided files (relative paths as given).
+/// Checks where `path` is looked up. Relative paths are relative to `dirfd`:
+/// from the working directory (`AT_FDCWD`) they name provided files as
+/// given; a descriptor must be open, and none is a directory.
+fn check_dirfd(emu: &Emulator, dirfd: u64, path: &[u8]) -> Result<(), SysError> {
+    if path.is_empty() {
+        return Err(SysError::Errno(ENOENT));
+    }
+    if path.starts_with(b"/") || dirfd == AT_FDCWD {
+        return Ok(());
+    }
+    fd_entry(emu, dirfd)?;
+    Err(SysError::Errno(ENOTDIR))
+}
+
+/// Looks a path up among the provided files.
 fn open_path(emu: &mut Emulator, dirfd: u64, path_addr: u64, flags: u64) -> SysResult {
     let path = path(emu, path_addr)?;
-    if !path.starts_with(b"/") && dirfd != AT_FDCWD {
-        fd_entry(emu, dirfd)?;
-        return fail(ENOENT);
-    }
+    check_dirfd(emu, dirfd, &path)?;
     let Some(data) = emu.provided.get(&path).cloned() else { return fail(ENOENT) };
     if flags & O_ACCMODE != O_RDONLY {
         return fail(EACCES);
@@ -280,16 +290,19 @@ pub(super) fn newfstatat(emu: &mut Emulator, [dirfd, path_addr, buf, flags, ..]:
         let entry = fd_entry(emu, dirfd)?;
         return write_stat(emu, buf, &entry, dirfd + 1);
     }
+    check_dirfd(emu, dirfd, &path)?;
     let Some(rank) = emu.provided.keys().position(|p| *p == path) else { return fail(ENOENT) };
     let data = emu.provided[&path].clone();
     write_stat(emu, buf, &Fd::File { data, pos: 0 }, 100 + rank as u64)
 }
 
-fn readlink_common(emu: &mut Emulator, path_addr: u64, buf: u64, size: u64) -> SysResult {
-    let path = path(emu, path_addr)?;
+fn readlink_common(emu: &mut Emulator, dirfd: u64, path_addr: u64, buf: u64, size: u64) -> SysResult {
+    // `int bufsiz`, checked before the path is read.
     if size as i64 <= 0 {
         return fail(EINVAL);
     }
+    let path = path(emu, path_addr)?;
+    check_dirfd(emu, dirfd, &path)?;
     if path != b"/proc/self/exe" {
         return fail(if emu.provided.contains_key(&path) { EINVAL } else { ENOENT });
     }
@@ -300,11 +313,11 @@ fn readlink_common(emu: &mut Emulator, path_addr: u64, buf: u64, size: u64) -> S
 }
 
 pub(super) fn readlink(emu: &mut Emulator, [path, buf, size, ..]: [u64; 6]) -> SysResult {
-    readlink_common(emu, path, buf, size)
+    readlink_common(emu, AT_FDCWD, path, buf, size)
 }
 
-pub(super) fn readlinkat(emu: &mut Emulator, [_dirfd, path, buf, size, ..]: [u64; 6]) -> SysResult {
-    readlink_common(emu, path, buf, size)
+pub(super) fn readlinkat(emu: &mut Emulator, [dirfd, path, buf, size, ..]: [u64; 6]) -> SysResult {
+    readlink_common(emu, dirfd, path, buf, size)
 }
 
 pub(super) fn getcwd(emu: &mut Emulator, [buf, size, ..]: [u64; 6]) -> SysResult {

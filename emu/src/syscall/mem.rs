@@ -1,16 +1,11 @@
 //! brk, mmap, munmap, mprotect, mremap, madvise.
 
+use super::abi::{MADV_DONTNEED, MAP_ANONYMOUS, MAP_FIXED, MAP_FIXED_NOREPLACE, MREMAP_MAYMOVE};
 use super::errno::{EBADF, EEXIST, EFAULT, EINVAL, ENOMEM};
 use super::{fail, ok, SysResult};
 use crate::emulator::Emulator;
 use crate::layout::{MMAP_FLOOR, MMAP_TOP, USER_TOP};
 use crate::memory::{page_up, Area, AreaKind, Perms, PAGE_SIZE};
-
-const MAP_FIXED: u64 = 0x10;
-const MAP_ANONYMOUS: u64 = 0x20;
-const MAP_FIXED_NOREPLACE: u64 = 0x10_0000;
-const MREMAP_MAYMOVE: u64 = 1;
-const MADV_DONTNEED: u64 = 4;
 
 /// A page-aligned, non-empty range inside the user address space.
 fn user_range(addr: u64, len: u64) -> Option<(u64, u64)> {
@@ -42,17 +37,7 @@ pub(super) fn brk(emu: &mut Emulator, [addr, ..]: [u64; 6]) -> SysResult {
     ok(addr)
 }
 
-pub(super) fn mmap(emu: &mut Emulator, args: [u64; 6]) -> SysResult {
-    let [addr, len, prot, flags, fd, _offset] = if emu.info().mmap_args_in_memory {
-        // s390x's old mmap: r2 points at the six arguments.
-        let mut block = [0u64; 6];
-        for (i, arg) in block.iter_mut().enumerate() {
-            *arg = emu.read_uint(args[0] + 8 * i as u64, 8)?;
-        }
-        block
-    } else {
-        args
-    };
+pub(super) fn mmap(emu: &mut Emulator, [addr, len, prot, flags, fd, _offset]: [u64; 6]) -> SysResult {
     if flags & MAP_ANONYMOUS == 0 {
         // No file can be mapped: the only files are the emulator's own.
         emu.warn(format!("mmap of fd {} refused: only anonymous mappings are supported", fd as i32));

@@ -1,20 +1,31 @@
 //! The Linux system-call layer, shared by all three architectures.
 //!
 //! `TABLE` has one row per system call, keyed by its name, with that call's
-//! number on x86-64, AArch64 (the generic table) and s390x, and one handler.
-//! Handlers see arguments as six `u64`s and read or write guest memory in the
-//! guest's byte order through the emulator, so none of them is per-architecture.
-//! Unknown numbers get `-ENOSYS` and an [`Event::UnknownSyscall`].
+//! number on x86-64, AArch64 (the generic table) and s390x, its handler, and
+//! its result and argument types from the kernel's `SYSCALL_DEFINE`
+//! prototype (see `args`). `dispatch` narrows the argument registers to
+//! those types as the kernel does (an `int` is the low 32 bits,
+//! sign-extended) before calling the handler, so handlers see six `u64`s that
+//! are already what the kernel would see. Handlers read or write guest
+//! memory in the guest's byte order through the emulator, so none of them
+//! is per-architecture. Unknown numbers get `-ENOSYS` and an
+//! [`Event::UnknownSyscall`].
 
+mod abi;
+mod args;
+pub mod errno;
 mod io;
 mod mem;
 mod process;
 mod signals;
 mod time;
 
+use crate::arch::Arch;
 use crate::emulator::{Emulator, Event, Exit};
 use crate::error::Error;
-use crate::memory::MemFault;
+use crate::memory::{Access, MemFault, ReadMode, PAGE_SIZE};
+use args::Ret::{Addr, NoReturn, Num, Restored};
+use args::*;
 
 pub(crate) use io::Fd;
 
@@ -27,41 +38,31 @@ pub(crate) const PID: u64 = 1000;
 /// Signals that can be neither caught nor blocked (SIGKILL, SIGSTOP).
 pub(crate) const UNBLOCKABLE: u64 = (1 << (crate::signal::SIGKILL - 1)) | (1 << (crate::signal::SIGSTOP - 1));
 
-/// Error numbers (asm-generic; the same on all three architectures).
-#[allow(missing_docs)]
-pub mod errno {
-    pub const EPERM: i64 = 1;
-    pub const ENOENT: i64 = 2;
-    pub const ESRCH: i64 = 3;
-    pub const EBADF: i64 = 9;
-    pub const EAGAIN: i64 = 11;
-    pub const ENOMEM: i64 = 12;
-    pub const EACCES: i64 = 13;
-    pub const EFAULT: i64 = 14;
-    pub const EEXIST: i64 = 17;
-    pub const EINVAL: i64 = 22;
-    pub const ENOTTY: i64 = 25;
-    pub const ESPIPE: i64 = 29;
-    pub const ERANGE: i64 = 34;
-    pub const ENAMETOOLONG: i64 = 36;
-    pub const ENOSYS: i64 = 38;
-}
-
-/// One serviced system call.
+/// One serviced system call; `Display` gives its trace line, strace-like:
+/// `openat(AT_FDCWD, "in.txt", O_RDONLY) = -ENOENT`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SyscallRecord {
     /// Instruction count at the call.
     pub icount: u64,
+    /// The architecture (which numbers the call and some flags).
+    pub arch: Arch,
     /// The architecture's number for it.
     pub nr: u64,
     /// Its name (`"?"` when unknown).
     pub name: &'static str,
-    /// The six argument registers.
+    /// The arguments as the handler saw them: narrowed to their declared C
+    /// types (an `int` sign-extended), 0 past the declared ones; the raw
+    /// registers for an unknown call.
     pub args: [u64; 6],
-    /// How many of them the call uses.
-    pub nargs: usize,
     /// The result: a value, or `-errno`.
     pub ret: i64,
+    /// The declared argument types.
+    types: &'static [Arg],
+    /// The declared result type.
+    returns: Ret,
+    /// What path arguments pointed to at the call, by argument index (only
+    /// when syscalls are recorded).
+    strings: Vec<(usize, Captured)>,
 }
 
 impl std::fmt::Display for SyscallRecord {
@@ -71,21 +72,17 @@ impl std::fmt::Display for SyscallRecord {
         } else {
             write!(f, "{}(", self.name)?;
         }
-        for (i, arg) in self.args[..self.nargs].iter().enumerate() {
-            let sep = if i == 0 { "" } else { ", " };
-            if *arg < 0x1_0000 {
-                write!(f, "{sep}{arg}")?;
-            } else {
-                write!(f, "{sep}{arg:#x}")?;
+        let mode_counts = mode_counts(self.types, &self.args);
+        let shown = self.types.iter().enumerate().filter(|&(_, &arg)| arg != Arg::Mode || mode_counts);
+        for (n, (i, &arg)) in shown.enumerate() {
+            if n > 0 {
+                f.write_str(", ")?;
             }
+            let string = self.strings.iter().find(|(at, _)| *at == i).map(|(_, s)| s);
+            write_arg(f, arg, self.args[i], self.arch, string)?;
         }
-        if (-4095..0).contains(&self.ret) {
-            write!(f, ") = -{}", -self.ret)
-        } else if self.ret > 0xffff {
-            write!(f, ") = {:#x}", self.ret)
-        } else {
-            write!(f, ") = {}", self.ret)
-        }
+        f.write_str(") = ")?;
+        write_ret(f, self.returns, self.ret)
     }
 }
 
@@ -137,76 +134,83 @@ pub(crate) struct Def {
     name: &'static str,
     /// Numbers on x86-64, AArch64, s390x ([`NO`] where the call does not exist).
     nr: [u16; 3],
-    nargs: u8,
     handler: Handler,
+    /// The result type.
+    ret: Ret,
+    /// The argument types, as in the kernel's `SYSCALL_DEFINE`.
+    args: &'static [Arg],
 }
 
 /// "No such call on this architecture."
 const NO: u16 = u16::MAX;
 
-const fn def(name: &'static str, nr: [u16; 3], nargs: u8, handler: Handler) -> Def {
-    Def { name, nr, nargs, handler }
+const fn def(name: &'static str, nr: [u16; 3], handler: Handler, ret: Ret, args: &'static [Arg]) -> Def {
+    Def { name, nr, handler, ret, args }
 }
 
 /// Every system call the emulator implements: name, numbers (x86-64,
-/// AArch64, s390x), argument count, handler.
+/// AArch64, s390x), handler, and the types of the result and of the
+/// arguments from the kernel's prototype (`SYSCALL_DEFINE3(read, unsigned
+/// int, fd, char __user *, buf, size_t, count)` is `&[FD, PTR, SIZE]`; see
+/// [`args`] for the types).
 #[rustfmt::skip]
 static TABLE: &[Def] = &[
-    def("read",              [0, 63, 3],       3, io::read),
-    def("write",             [1, 64, 4],       3, io::write),
-    def("open",              [2, NO, 5],       3, io::open),
-    def("close",             [3, 57, 6],       1, io::close),
-    def("fstat",             [5, 80, 108],     2, io::fstat),
-    def("lseek",             [8, 62, 19],      3, io::lseek),
-    def("mmap",              [9, 222, 90],     6, mem::mmap),
-    def("mprotect",          [10, 226, 125],   3, mem::mprotect),
-    def("munmap",            [11, 215, 91],    2, mem::munmap),
-    def("brk",               [12, 214, 45],    1, mem::brk),
-    def("rt_sigaction",      [13, 134, 174],   4, signals::rt_sigaction),
-    def("rt_sigprocmask",    [14, 135, 175],   4, signals::rt_sigprocmask),
-    def("rt_sigreturn",      [15, 139, 173],   0, signals::rt_sigreturn),
-    def("ioctl",             [16, 29, 54],     3, io::ioctl),
-    def("pread64",           [17, 67, 180],    4, io::pread64),
-    def("readv",             [19, 65, 145],    3, io::readv),
-    def("writev",            [20, 66, 146],    3, io::writev),
-    def("sched_yield",       [24, 124, 158],   0, process::sched_yield),
-    def("mremap",            [25, 216, 163],   5, mem::mremap),
-    def("madvise",           [28, 233, 219],   3, mem::madvise),
-    def("nanosleep",         [35, 101, 162],   2, time::nanosleep),
-    def("getpid",            [39, 172, 20],    0, process::getpid),
-    def("exit",              [60, 93, 1],      1, process::exit),
-    def("kill",              [62, 129, 37],    2, signals::kill),
-    def("uname",             [63, 160, 122],   1, process::uname),
-    def("fcntl",             [72, 25, 55],     3, io::fcntl),
-    def("getcwd",            [79, 17, 183],    2, io::getcwd),
-    def("sigreturn",         [NO, NO, 119],    0, signals::sigreturn),
-    def("readlink",          [89, NO, 85],     3, io::readlink),
-    def("gettimeofday",      [96, 169, 78],    2, time::gettimeofday),
-    def("getrlimit",         [97, 163, 191],   2, process::getrlimit),
-    def("getuid",            [102, 174, 199],  0, process::getuid),
-    def("getgid",            [104, 176, 200],  0, process::getgid),
-    def("geteuid",           [107, 175, 201],  0, process::getuid),
-    def("getegid",           [108, 177, 202],  0, process::getgid),
-    def("getppid",           [110, 173, 64],   0, process::getppid),
-    def("sigaltstack",       [131, 132, 186],  2, signals::sigaltstack),
-    def("arch_prctl",        [158, NO, NO],    2, process::arch_prctl),
-    def("gettid",            [186, 178, 236],  0, process::getpid),
-    def("tkill",             [200, 130, 237],  2, signals::tkill),
-    def("futex",             [202, 98, 238],   6, process::futex),
-    def("sched_getaffinity", [204, 123, 240],  3, process::sched_getaffinity),
-    def("set_tid_address",   [218, 96, 252],   1, process::set_tid_address),
-    def("clock_gettime",     [228, 113, 260],  2, time::clock_gettime),
-    def("clock_getres",      [229, 114, 261],  2, time::clock_getres),
-    def("clock_nanosleep",   [230, 115, 262],  4, time::clock_nanosleep),
-    def("exit_group",        [231, 94, 248],   1, process::exit),
-    def("tgkill",            [234, 131, 241],  3, signals::tgkill),
-    def("openat",            [257, 56, 288],   4, io::openat),
-    def("newfstatat",        [262, 79, 293],   4, io::newfstatat),
-    def("readlinkat",        [267, 78, 298],   4, io::readlinkat),
-    def("set_robust_list",   [273, 99, 304],   2, process::set_robust_list),
-    def("prlimit64",         [302, 261, 334],  4, process::prlimit64),
-    def("getrandom",         [318, 278, 349],  3, process::getrandom),
-    def("rseq",              [334, 293, 383],  4, process::rseq),
+    def("read",              [0, 63, 3],      io::read,                   Num,      &[FD, PTR, SIZE]),
+    def("write",             [1, 64, 4],      io::write,                  Num,      &[FD, PTR, SIZE]),
+    def("open",              [2, NO, 5],      io::open,                   Num,      &[PATH, OPEN_FLAGS, MODE]),
+    def("close",             [3, 57, 6],      io::close,                  Num,      &[FD]),
+    def("fstat",             [5, 80, 108],    io::fstat,                  Num,      &[FD, PTR]),
+    def("lseek",             [8, 62, 19],     io::lseek,                  Num,      &[FD, OFF, WHENCE]),
+    // s390x passes a pointer to the six (see `dispatch`).
+    def("mmap",              [9, 222, 90],    mem::mmap,                  Addr,     &[PTR, SIZE, PROT, MAP_FLAGS, FD, OFF]),
+    def("mprotect",          [10, 226, 125],  mem::mprotect,              Num,      &[PTR, SIZE, PROT]),
+    def("munmap",            [11, 215, 91],   mem::munmap,                Num,      &[PTR, SIZE]),
+    def("brk",               [12, 214, 45],   mem::brk,                   Addr,     &[PTR]),
+    def("rt_sigaction",      [13, 134, 174],  signals::rt_sigaction,      Num,      &[SIG, PTR, PTR, SIZE]),
+    def("rt_sigprocmask",    [14, 135, 175],  signals::rt_sigprocmask,    Num,      &[SIG_HOW, PTR, PTR, SIZE]),
+    def("rt_sigreturn",      [15, 139, 173],  signals::rt_sigreturn,      Restored, &[]),
+    def("ioctl",             [16, 29, 54],    io::ioctl,                  Num,      &[FD, IOCTL_CMD, PTR]),
+    def("pread64",           [17, 67, 180],   io::pread64,                Num,      &[FD, PTR, SIZE, OFF]),
+    def("readv",             [19, 65, 145],   io::readv,                  Num,      &[FD, PTR, ULONG]),
+    def("writev",            [20, 66, 146],   io::writev,                 Num,      &[FD, PTR, ULONG]),
+    def("sched_yield",       [24, 124, 158],  process::sched_yield,       Num,      &[]),
+    def("mremap",            [25, 216, 163],  mem::mremap,                Addr,     &[PTR, ULONG, ULONG, MREMAP_FLAGS, PTR]),
+    def("madvise",           [28, 233, 219],  mem::madvise,               Num,      &[PTR, SIZE, ADVICE]),
+    def("nanosleep",         [35, 101, 162],  time::nanosleep,            Num,      &[PTR, PTR]),
+    def("getpid",            [39, 172, 20],   process::getpid,            Num,      &[]),
+    def("exit",              [60, 93, 1],     process::exit,              NoReturn, &[INT]),
+    def("kill",              [62, 129, 37],   signals::kill,              Num,      &[PID_T, SIG]),
+    def("uname",             [63, 160, 122],  process::uname,             Num,      &[PTR]),
+    def("fcntl",             [72, 25, 55],    io::fcntl,                  Num,      &[FD, FCNTL_CMD, ULONG]),
+    def("getcwd",            [79, 17, 183],   io::getcwd,                 Num,      &[PTR, ULONG]),
+    def("sigreturn",         [NO, NO, 119],   signals::sigreturn,         Restored, &[]),
+    def("readlink",          [89, NO, 85],    io::readlink,               Num,      &[PATH, PTR, INT]),
+    def("gettimeofday",      [96, 169, 78],   time::gettimeofday,         Num,      &[PTR, PTR]),
+    def("getrlimit",         [97, 163, 191],  process::getrlimit,         Num,      &[RESOURCE, PTR]),
+    def("getuid",            [102, 174, 199], process::getuid,            Num,      &[]),
+    def("getgid",            [104, 176, 200], process::getgid,            Num,      &[]),
+    def("geteuid",           [107, 175, 201], process::getuid,            Num,      &[]),
+    def("getegid",           [108, 177, 202], process::getgid,            Num,      &[]),
+    def("getppid",           [110, 173, 64],  process::getppid,           Num,      &[]),
+    def("sigaltstack",       [131, 132, 186], signals::sigaltstack,       Num,      &[PTR, PTR]),
+    def("arch_prctl",        [158, NO, NO],   process::arch_prctl,        Num,      &[ARCH_PRCTL_CODE, PTR]),
+    def("gettid",            [186, 178, 236], process::getpid,            Num,      &[]),
+    def("tkill",             [200, 130, 237], signals::tkill,             Num,      &[PID_T, SIG]),
+    def("futex",             [202, 98, 238],  process::futex,             Num,      &[PTR, FUTEX_OP, UINT, PTR, PTR, UINT]),
+    def("sched_getaffinity", [204, 123, 240], process::sched_getaffinity, Num,      &[PID_T, UINT, PTR]),
+    def("set_tid_address",   [218, 96, 252],  process::set_tid_address,   Num,      &[PTR]),
+    def("clock_gettime",     [228, 113, 260], time::clock_gettime,        Num,      &[CLOCK, PTR]),
+    def("clock_getres",      [229, 114, 261], time::clock_getres,         Num,      &[CLOCK, PTR]),
+    def("clock_nanosleep",   [230, 115, 262], time::clock_nanosleep,      Num,      &[CLOCK, TIMER_FLAGS, PTR, PTR]),
+    def("exit_group",        [231, 94, 248],  process::exit,              NoReturn, &[INT]),
+    def("tgkill",            [234, 131, 241], signals::tgkill,            Num,      &[PID_T, PID_T, SIG]),
+    def("openat",            [257, 56, 288],  io::openat,                 Num,      &[DIRFD, PATH, OPEN_FLAGS, MODE]),
+    def("newfstatat",        [262, 79, 293],  io::newfstatat,             Num,      &[DIRFD, PATH, PTR, AT_FLAGS]),
+    def("readlinkat",        [267, 78, 298],  io::readlinkat,             Num,      &[DIRFD, PATH, PTR, INT]),
+    def("set_robust_list",   [273, 99, 304],  process::set_robust_list,   Num,      &[PTR, SIZE]),
+    def("prlimit64",         [302, 261, 334], process::prlimit64,         Num,      &[PID_T, RESOURCE, PTR, PTR]),
+    def("getrandom",         [318, 278, 349], process::getrandom,         Num,      &[PTR, SIZE, GRND_FLAGS]),
+    def("rseq",              [334, 293, 383], process::rseq,              Num,      &[PTR, UINT, INT, U32_HEX]),
 ];
 
 /// Syscall number → table row, for `arch`.
@@ -228,22 +232,41 @@ pub fn name(arch: crate::arch::Arch, nr: u64) -> Option<&'static str> {
     TABLE.iter().find(|def| u64::from(def.nr[arch.index()]) == nr && def.nr[arch.index()] != NO).map(|def| def.name)
 }
 
+/// How an unknown call's arguments are shown: all six registers.
+static UNKNOWN: [Arg; 6] = [Arg::Raw; 6];
+
+/// How a call whose arguments could not be read from memory is shown: the pointer to them.
+static FETCH_FAILED: [Arg; 1] = [PTR];
+
 /// Services syscall `nr`, whose trap has just been taken.
 pub(crate) fn dispatch(emu: &mut Emulator, nr: u64) -> Result<SyscallRecord, Error> {
     let conv = &emu.info().syscall;
-    let mut args = [0u64; 6];
-    for (arg, &reg) in args.iter_mut().zip(&conv.args) {
-        *arg = emu.reg(reg)?;
+    let mut regs = [0u64; 6];
+    for (value, &reg) in regs.iter_mut().zip(&conv.args) {
+        *value = emu.reg(reg)?;
     }
     let icount = emu.icount();
     let row = usize::try_from(nr).ok().and_then(|nr| emu.syscalls.get(nr).copied().flatten());
-    let (name, nargs, outcome) = match row.map(|row| &TABLE[usize::from(row)]) {
-        Some(def) => (def.name, usize::from(def.nargs), (def.handler)(emu, args)),
+    let mut strings = Vec::new();
+    let (name, types, returns, args, outcome) = match row.map(|row| &TABLE[usize::from(row)]) {
         None => {
             let pc = emu.reg(emu.info().pc)?;
             emu.events.push(Event::UnknownSyscall { nr, icount, pc });
-            ("?", 6, fail(errno::ENOSYS))
+            ("?", &UNKNOWN[..], Num, regs, fail(errno::ENOSYS))
         }
+        Some(def) => match fetch(emu, def, regs) {
+            Err(_) => (def.name, &FETCH_FAILED[..], def.ret, [regs[0], 0, 0, 0, 0, 0], fail(errno::EFAULT)),
+            Ok(regs) => {
+                let args = narrow(def.args, regs);
+                if emu.record_syscalls {
+                    // At the call: the handler, or the guest later, may change the memory.
+                    for (i, _) in def.args.iter().enumerate().filter(|&(_, &arg)| arg == PATH) {
+                        strings.extend(peek_string(emu, args[i]).map(|s| (i, s)));
+                    }
+                }
+                (def.name, def.args, def.ret, args, (def.handler)(emu, args))
+            }
+        },
     };
     let ret = match outcome {
         Ok(Outcome::Return(value)) => {
@@ -261,17 +284,53 @@ pub(crate) fn dispatch(emu: &mut Emulator, nr: u64) -> Result<SyscallRecord, Err
         }
         Err(SysError::Host(err)) => return Err(err),
     };
-    let record = SyscallRecord { icount, nr, name, args, nargs, ret };
+    let arch = emu.arch();
+    let record = SyscallRecord { icount, arch, nr, name, args, ret, types, returns, strings };
     if emu.record_syscalls {
         emu.events.push(Event::Syscall(record.clone()));
     }
     Ok(record)
 }
 
+/// The argument registers of a call, from memory where the architecture
+/// passes them there: s390x's `mmap` is the old one, whose only register
+/// points at the six (`struct s390_mmap_arg_struct`, six `unsigned long`s).
+fn fetch(emu: &mut Emulator, def: &Def, regs: [u64; 6]) -> Result<[u64; 6], MemFault> {
+    if def.name != "mmap" || !emu.info().mmap_args_in_memory {
+        return Ok(regs);
+    }
+    let mut block = [0u64; 6];
+    for (i, value) in block.iter_mut().enumerate() {
+        *value = emu.read_uint(regs[0].wrapping_add(8 * i as u64), 8)?;
+    }
+    Ok(block)
+}
+
+/// The string at `addr` for a trace, read like a debugger would: whatever
+/// is mapped readable, resident or not, without faulting anything in, so
+/// tracing never changes what the kernel model sees. `None` if unreadable.
+fn peek_string(emu: &Emulator, addr: u64) -> Option<Captured> {
+    let mut bytes = Vec::new();
+    let mut at = addr;
+    while bytes.len() < CAPTURE_MAX {
+        // Page by page, so an unmapped page after the NUL is never touched.
+        let len = (PAGE_SIZE - at % PAGE_SIZE).min((CAPTURE_MAX - bytes.len()) as u64);
+        emu.pages().check(at, len, Access::Read, ReadMode::Faultable).ok()?;
+        let mut chunk = vec![0u8; len as usize];
+        emu.uc.mem_read(at, &mut chunk).ok()?;
+        if let Some(nul) = chunk.iter().position(|&b| b == 0) {
+            bytes.extend_from_slice(&chunk[..nul]);
+            return Some(Captured { bytes, cut: false });
+        }
+        bytes.extend_from_slice(&chunk);
+        at = at.checked_add(len)?;
+    }
+    Some(Captured { bytes, cut: true })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::arch::Arch;
 
     #[test]
     fn numbers_are_unique_per_architecture() {
@@ -292,5 +351,6 @@ mod tests {
         names.dedup();
         // exit/exit_group and getpid/gettid share handlers, not names.
         assert_eq!(names.len(), TABLE.len());
+        assert!(TABLE.iter().all(|def| def.args.len() <= 6));
     }
 }

@@ -1,5 +1,9 @@
 //! Process identity, limits, thread set-up and exit.
 
+use super::abi::{
+    ARCH_GET_FS, ARCH_SET_FS, FUTEX_CMD_MASK, FUTEX_WAIT, FUTEX_WAIT_BITSET, FUTEX_WAKE, FUTEX_WAKE_BITSET,
+    RLIMIT_CORE, RLIMIT_NOFILE, RLIMIT_STACK,
+};
 use super::errno::{EAGAIN, EFAULT, EINVAL, ENOSYS, ESRCH};
 use super::{fail, ok, Outcome, SysResult, GID, PID, UID};
 use crate::arch::Arch;
@@ -60,13 +64,16 @@ pub(super) fn uname(emu: &mut Emulator, [buf, ..]: [u64; 6]) -> SysResult {
     ok(0)
 }
 
+/// The soft limit on open descriptors (`RLIMIT_NOFILE`).
+pub(super) const NOFILE: u64 = 1024;
+
 /// `(soft, hard)` limit for `resource`.
 fn limit(resource: u64) -> (u64, u64) {
     const INFINITY: u64 = u64::MAX;
     match resource {
-        3 => (crate::layout::STACK_SIZE, INFINITY), // RLIMIT_STACK
-        4 => (0, INFINITY),                         // RLIMIT_CORE
-        7 => (1024, 1 << 20),                       // RLIMIT_NOFILE
+        RLIMIT_STACK => (crate::layout::STACK_SIZE, INFINITY),
+        RLIMIT_CORE => (0, INFINITY),
+        RLIMIT_NOFILE => (NOFILE, 1 << 20),
         _ => (INFINITY, INFINITY),
     }
 }
@@ -105,8 +112,6 @@ pub(super) fn prlimit64(emu: &mut Emulator, [pid, resource, new, old, ..]: [u64;
 }
 
 pub(super) fn arch_prctl(emu: &mut Emulator, [code, addr, ..]: [u64; 6]) -> SysResult {
-    const ARCH_SET_FS: u64 = 0x1002;
-    const ARCH_GET_FS: u64 = 0x1003;
     debug_assert_eq!(emu.arch(), Arch::X86_64, "arch_prctl exists only on x86-64");
     match code {
         ARCH_SET_FS => {
@@ -126,17 +131,13 @@ pub(super) fn arch_prctl(emu: &mut Emulator, [code, addr, ..]: [u64; 6]) -> SysR
 }
 
 pub(super) fn futex(emu: &mut Emulator, [uaddr, op, val, ..]: [u64; 6]) -> SysResult {
-    const FUTEX_WAIT: u64 = 0;
-    const FUTEX_WAKE: u64 = 1;
-    const FUTEX_WAIT_BITSET: u64 = 9;
-    const FUTEX_WAKE_BITSET: u64 = 10;
-    const FUTEX_CMD_MASK: u64 = 0x7f;
     match op & FUTEX_CMD_MASK {
         // No other thread can be waiting.
         FUTEX_WAKE | FUTEX_WAKE_BITSET => ok(0),
         FUTEX_WAIT | FUTEX_WAIT_BITSET => {
             let current = emu.read_uint(uaddr, 4).map_err(|_| super::SysError::Errno(EFAULT))?;
-            if current != val & 0xffff_ffff {
+            // `val` is a u32, already narrowed.
+            if current != val {
                 return fail(EAGAIN);
             }
             // Nobody could ever wake a single thread: Linux would hang (or time

@@ -1,6 +1,7 @@
 //! Signal dispositions, the blocked mask, and sending signals to oneself.
 //! Delivery happens in the run loop once a signal is pending and unblocked.
 
+use super::abi::{SIG_BLOCK, SIG_SETMASK, SIG_UNBLOCK};
 use super::errno::{EINVAL, ENOMEM, EPERM, ESRCH};
 use super::{fail, ok, SysResult, PID, UNBLOCKABLE};
 use crate::emulator::Emulator;
@@ -10,9 +11,6 @@ use crate::signal::{NSIG, SIGKILL, SIGSTOP};
 
 /// Size of the kernel's signal set on every 64-bit architecture.
 const SIGSET_SIZE: u64 = 8;
-const SIG_BLOCK: u64 = 0;
-const SIG_UNBLOCK: u64 = 1;
-const SIG_SETMASK: u64 = 2;
 
 fn valid(sig: u64) -> Option<u32> {
     (1..=u64::from(NSIG)).contains(&sig).then_some(sig as u32)
@@ -87,7 +85,8 @@ fn send(emu: &mut Emulator, target: u64, sig: u64, code: i32) -> SysResult {
 }
 
 pub(super) fn kill(emu: &mut Emulator, [pid, sig, ..]: [u64; 6]) -> SysResult {
-    // 0 and -1 address the caller's process group and every process: here, itself.
+    // 0 and -1 address the caller's process group and every process: here,
+    // itself. (`pid_t` is narrowed: -1 is -1 however it was passed.)
     let target = if pid == 0 || pid as i64 == -1 { PID } else { pid };
     send(emu, target, sig, si_code::SI_USER)
 }

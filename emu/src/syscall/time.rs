@@ -1,23 +1,27 @@
 //! The virtual clock: time is a function of the instruction count plus the
 //! time slept, so two runs of a program see the same times.
 
+use super::abi::{
+    CLOCK_BOOTTIME, CLOCK_BOOTTIME_ALARM, CLOCK_MONOTONIC, CLOCK_MONOTONIC_COARSE, CLOCK_MONOTONIC_RAW,
+    CLOCK_PROCESS_CPUTIME_ID, CLOCK_REALTIME, CLOCK_REALTIME_ALARM, CLOCK_REALTIME_COARSE, CLOCK_TAI,
+    CLOCK_THREAD_CPUTIME_ID, TIMER_ABSTIME,
+};
 use super::errno::EINVAL;
 use super::{fail, ok, SysResult};
 use crate::emulator::Emulator;
 use crate::kernel::{MONOTONIC_EPOCH_NS, NS_PER_SEC, REALTIME_EPOCH_NS};
 
-const TIMER_ABSTIME: u64 = 1;
-
 /// The value of clock `clock` in nanoseconds, or `None` for an unknown clock.
 fn now_ns(emu: &Emulator, clock: u64) -> Option<u64> {
     let icount = emu.icount();
     match clock {
-        // REALTIME, REALTIME_COARSE, REALTIME_ALARM, TAI
-        0 | 5 | 8 | 11 => Some(REALTIME_EPOCH_NS + emu.clock.elapsed_ns(icount)),
-        // MONOTONIC, MONOTONIC_RAW, MONOTONIC_COARSE, BOOTTIME, BOOTTIME_ALARM
-        1 | 4 | 6 | 7 | 9 => Some(MONOTONIC_EPOCH_NS + emu.clock.elapsed_ns(icount)),
-        // PROCESS_CPUTIME_ID, THREAD_CPUTIME_ID
-        2 | 3 => Some(emu.clock.cpu_ns(icount)),
+        CLOCK_REALTIME | CLOCK_REALTIME_COARSE | CLOCK_REALTIME_ALARM | CLOCK_TAI => {
+            Some(REALTIME_EPOCH_NS + emu.clock.elapsed_ns(icount))
+        }
+        CLOCK_MONOTONIC | CLOCK_MONOTONIC_RAW | CLOCK_MONOTONIC_COARSE | CLOCK_BOOTTIME | CLOCK_BOOTTIME_ALARM => {
+            Some(MONOTONIC_EPOCH_NS + emu.clock.elapsed_ns(icount))
+        }
+        CLOCK_PROCESS_CPUTIME_ID | CLOCK_THREAD_CPUTIME_ID => Some(emu.clock.cpu_ns(icount)),
         _ => None,
     }
 }
