@@ -99,6 +99,7 @@ fn broken_scenarios_fail_with_a_clear_message_and_status_2() {
         ("malformed-field", base(r#","tracers":[{"kind":"perf","name":"p","period":"often"}]"#), "tracers[0]"),
         ("unknown-field", base(r#","kernel":{"exit_path":"upstream","colour":"blue"}"#), "kernel"),
         ("unknown-variant", base(r#","kernel":{"exit_path":"sideways"}"#), "kernel.exit_path"),
+        ("unknown-perf-registration", base(r#","kernel":{"perf_registration":"never"}"#), "kernel.perf_registration"),
         ("impossible-cpu", base(r#","events":[{"at":5,"action":"migrate","task":"g","cpu":7}]"#), "events[0].cpu"),
         (
             "unknown-task",
@@ -123,4 +124,30 @@ fn broken_scenarios_fail_with_a_clear_message_and_status_2() {
         assert!(stderr.contains(path), "{name}: error must name {path}: {stderr}");
         assert!(!stderr.contains("panicked"), "{name}: {stderr}");
     }
+}
+
+/// Cancelling one tracer twice is a kernel bug upstream (the second
+/// `unwind_deferred_cancel()` computes `BIT(-1)` and deletes the list entry
+/// again): the run reports invariant P1, and with `expect` it fails.
+#[test]
+fn a_tracer_cancelled_twice_is_reported() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("double-cancel");
+    std::fs::create_dir_all(&dir).unwrap();
+    let guest = Path::new(env!("CARGO_MANIFEST_DIR")).join("guests/bin/x86_64/lab-v3");
+    let text = format!(
+        r#"{{"name":"double-cancel","machine":{{"arch":"x86_64"}},
+            "guests":[{{"name":"lab","path":{:?},"args":["recurse","50"]}}],
+            "tracers":[{{"kind":"perf","name":"perf","period":2003}},{{"kind":"ftrace","name":"ftrace"}}],
+            "events":[{{"at":5000,"action":"cancel","tracer":"ftrace"}},{{"at":9000,"action":"cancel","tracer":"ftrace"}}],
+            "expect":{{"exit":{{"lab":0}}}}}}"#,
+        guest.display().to_string()
+    );
+    let file = dir.join("double-cancel.json");
+    std::fs::write(&file, text).unwrap();
+    let out = unwindlab(&["run", file.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "an expectation failed: {stdout}");
+    assert!(stdout.contains("INVARIANT VIOLATIONS: 1"), "{stdout}");
+    assert!(stdout.contains("invariant P1 violated: WorkId(1) (ftrace) cancelled twice"), "{stdout}");
+    assert!(stdout.contains("EXPECTATION FAILED: 1 invariant violation(s)"), "{stdout}");
 }

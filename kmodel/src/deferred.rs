@@ -6,7 +6,8 @@
 use crate::event::EventKind;
 use crate::interleave::Point;
 use crate::kernel::{
-    Cookie, Kernel, Tid, UnwindCache, UnwindWork, WorkId, EINVAL, ESRCH, RESERVED_BITS, UNWIND_PENDING, UNWIND_USED,
+    Cookie, Kernel, MutexWaiter, Tid, UnwindCache, UnwindWork, WorkId, EINVAL, ESRCH, INIT_WAITING, RESERVED_BITS,
+    UNWIND_PENDING, UNWIND_USED,
 };
 use crate::memory::{Access, CopiedStack, UserMemory};
 use crate::unwind::{unwind_user, Trace};
@@ -31,10 +32,31 @@ impl Kernel {
 
     /// `unwind_deferred_init()`: registers a tracer. Returns its work and 0,
     /// or −EBUSY when every bit is taken (the work then stays unlisted with
-    /// bit 0, a reserved bit).
+    /// bit 0, a reserved bit). While a cancel holds `callback_mutex` across
+    /// its grace period the call waits: it returns [`INIT_WAITING`] and
+    /// completes, with its `init` event, when that cancel returns, so the
+    /// new tracer never sees the cancelled one's bits in any task.
     pub fn unwind_deferred_init(&mut self, name: &str) -> (WorkId, i32) {
         let id = WorkId(self.works.len());
-        self.works.push(UnwindWork { name: name.to_string(), bit: 0, listed: false });
+        self.works.push(UnwindWork { name: name.to_string(), bit: 0, listed: false, waiting: false });
+        if self.callback_mutex_held() {
+            self.works[id.0].waiting = true;
+            self.mutex_waiters.push_back(MutexWaiter::Init(id));
+            self.log(0, None, EventKind::MutexWait { work: id, call: "unwind_deferred_init" });
+            return (id, INIT_WAITING);
+        }
+        (id, self.init_locked(id))
+    }
+
+    /// `callback_mutex` is taken by a cancel until its grace period ends and
+    /// it has cleared its bit in every task.
+    fn callback_mutex_held(&self) -> bool {
+        !self.cancels_waiting.is_empty()
+    }
+
+    /// The part of `unwind_deferred_init()` under `callback_mutex`.
+    fn init_locked(&mut self, id: WorkId) -> i32 {
+        self.works[id.0].waiting = false;
         let (ret, bit) = if self.global_mask == self.all_bits() {
             (crate::kernel::EBUSY, None)
         } else {
@@ -45,8 +67,24 @@ impl Kernel {
             self.callbacks.insert(0, id);
             (0, Some(bit))
         };
-        self.log(0, None, EventKind::Init { work: id, name: name.to_string(), ret, bit });
-        (id, ret)
+        let name = self.works[id.0].name.clone();
+        self.log(0, None, EventKind::Init { work: id, name, ret, bit });
+        ret
+    }
+
+    /// `perf_event_init()`'s `unwind_deferred_init(&perf_unwind_work, …)`,
+    /// at boot or (as a lab option) with perf's first deferred session. A
+    /// failure (−EBUSY, only possible late) leaves perf without a work.
+    pub fn perf_event_init(&mut self) {
+        if self.tracers.perf_work.is_some() || self.tracers.perf_init_error.is_some() {
+            return;
+        }
+        let (work, ret) = self.unwind_deferred_init("perf");
+        if ret < 0 {
+            self.tracers.perf_init_error = Some(ret);
+        } else {
+            self.tracers.perf_work = Some(work);
+        }
     }
 
     /// `get_cookie()`: the entry's cookie, assigning one on first use.
@@ -124,8 +162,11 @@ impl Kernel {
             Notify::Resume
         };
         let bit = self.works[work.0].bit;
-        if bit < 0 {
-            return (EINVAL, none); // cancelled
+        // −1: cancelled (upstream WARNs and refuses). 0: the init failed or
+        // has not returned yet; no tracer holds such a work (upstream would
+        // take BIT(0), PENDING, for its bit), so the model refuses it too.
+        if bit < 2 {
+            return (EINVAL, none);
         }
         let bit = 1u64 << bit;
         self.point(cpu, Point::RequestStart);
@@ -271,6 +312,9 @@ impl Kernel {
                 cache.completed |= bit;
             }
         }
+        // Still inside the read section: a cancel begun during the walk is
+        // in its grace period here.
+        self.point(cpu, Point::HandlerBeforeSrcuUnlock);
         self.srcu_readers -= 1;
         self.task_mut(tid).in_handler = false;
         if self.srcu_readers == 0 {
@@ -317,13 +361,47 @@ impl Kernel {
     }
 
     /// `unwind_deferred_cancel()`: after it returns no callback of `work`
-    /// runs. The per-task bits are cleared after the SRCU grace period, which
-    /// in the model ends when no handler is inside its callback walk.
+    /// runs. It holds `callback_mutex` from the list removal until the SRCU
+    /// grace period has ended (in the model: no handler is inside its
+    /// callback walk) and the bit is cleared in every task; inits and
+    /// cancels issued meanwhile wait for it. Cancelling a work twice is
+    /// invariant P1's violation (upstream computes `BIT(-1)` and deletes a
+    /// list entry a second time); the model then leaves everything as it is.
     pub fn unwind_deferred_cancel(&mut self, work: WorkId) {
         let bit = self.works[work.0].bit;
-        if bit < 0 || RESERVED_BITS & (1u64 << bit) != 0 {
-            return; // never initialised, failed init, or cancelled twice: WARN
+        let queued = self.mutex_waiters.contains(&MutexWaiter::Cancel(work));
+        if bit < 0 || queued {
+            if self.check {
+                let name = self.works[work.0].name.clone();
+                let when = if queued { "while its first cancel waits for callback_mutex" } else { "after its first" };
+                self.violation(
+                    "P1",
+                    format!(
+                        "{work:?} ({name}) cancelled twice, {when}: upstream computes BIT(-1) and list_del_rcu()s an \
+                         entry already off the list"
+                    ),
+                );
+            }
+            return;
         }
+        if RESERVED_BITS & (1u64 << bit) != 0 {
+            return; // never initialised, failed init, or its init waits: WARN
+        }
+        if self.callback_mutex_held() {
+            self.mutex_waiters.push_back(MutexWaiter::Cancel(work));
+            self.log(0, None, EventKind::MutexWait { work, call: "unwind_deferred_cancel" });
+            return;
+        }
+        self.cancel_begin(work);
+        if self.srcu_readers == 0 {
+            self.finish_cancels();
+        }
+    }
+
+    /// The first half of a cancel, under `callback_mutex`: off the list, no
+    /// more requests, the bit free again in the global mask.
+    fn cancel_begin(&mut self, work: WorkId) {
+        let bit = self.works[work.0].bit;
         self.callbacks.retain(|&w| w != work);
         let w = &mut self.works[work.0];
         w.listed = false;
@@ -333,23 +411,33 @@ impl Kernel {
         self.ledger_cancel(work);
         self.cancels_waiting.push(work);
         self.cancel_bits.push((work, bit as u32));
-        if self.srcu_readers == 0 {
-            self.finish_cancels();
-        }
     }
 
+    /// The grace period has ended: every pending cancel clears its bit in
+    /// every task and returns, releasing `callback_mutex`; the calls waiting
+    /// for it then run in order (a cancel among them completes at once: no
+    /// handler is inside its walk now).
     fn finish_cancels(&mut self) {
-        let done: Vec<(WorkId, u32)> = std::mem::take(&mut self.cancel_bits);
-        self.cancels_waiting.clear();
-        for (work, bit) in done {
-            let clear = !(1u64 << bit);
-            for t in self.tasks.values_mut() {
-                t.info.mask &= clear;
-                if let Some(cache) = t.info.cache.as_mut() {
-                    cache.completed &= clear;
+        loop {
+            let done: Vec<(WorkId, u32)> = std::mem::take(&mut self.cancel_bits);
+            self.cancels_waiting.clear();
+            for (work, bit) in done {
+                let clear = !(1u64 << bit);
+                for t in self.tasks.values_mut() {
+                    t.info.mask &= clear;
+                    if let Some(cache) = t.info.cache.as_mut() {
+                        cache.completed &= clear;
+                    }
                 }
+                self.log(0, None, EventKind::CancelReturn { work });
             }
-            self.log(0, None, EventKind::CancelReturn { work });
+            match self.mutex_waiters.pop_front() {
+                None => break,
+                Some(MutexWaiter::Init(work)) => {
+                    self.init_locked(work);
+                }
+                Some(MutexWaiter::Cancel(work)) => self.cancel_begin(work),
+            }
         }
     }
 

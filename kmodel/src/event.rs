@@ -46,7 +46,8 @@ pub enum EventKind {
         work: WorkId,
         /// Its name.
         name: String,
-        /// Return value (0 or -EBUSY).
+        /// Return value (0 or -EBUSY; logged when the init completes, after
+        /// any wait for `callback_mutex`).
         ret: i32,
         /// Bit allocated (if any).
         bit: Option<u32>,
@@ -133,6 +134,14 @@ pub enum EventKind {
     CancelReturn {
         /// The tracer.
         work: WorkId,
+    },
+    /// A call waits for `callback_mutex`, which a cancel holds across its
+    /// grace period; it proceeds when that cancel returns.
+    MutexWait {
+        /// The tracer the call is for.
+        work: WorkId,
+        /// `unwind_deferred_init` or `unwind_deferred_cancel`.
+        call: &'static str,
     },
     /// A task moved to another CPU.
     Migrate {

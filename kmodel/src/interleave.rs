@@ -29,6 +29,9 @@ pub enum Point {
     HandlerAfterUnwind,
     /// Handler: about to consider the n-th work of the list.
     HandlerBeforeCallback,
+    /// Handler: the list walked, before leaving the SRCU read section (the
+    /// last point of the grace period of a cancel begun during the walk).
+    HandlerBeforeSrcuUnlock,
     /// Reset: mask read non-zero, before the cmpxchg to 0.
     ResetBeforeCmpxchg,
     /// After `unwind_reset_info()`, before the actual return to user mode.
@@ -41,7 +44,7 @@ pub enum Point {
 
 impl Point {
     /// Every point, in code order.
-    pub const ALL: [Point; 13] = [
+    pub const ALL: [Point; 14] = [
         Point::RequestStart,
         Point::CookieBeforeCmpxchg,
         Point::RequestAfterCookie,
@@ -51,6 +54,7 @@ impl Point {
         Point::HandlerAfterFetchAndnot,
         Point::HandlerAfterUnwind,
         Point::HandlerBeforeCallback,
+        Point::HandlerBeforeSrcuUnlock,
         Point::ResetBeforeCmpxchg,
         Point::AfterResetBeforeUser,
         Point::ExitBeforePerfExit,

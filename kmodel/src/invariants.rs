@@ -1,7 +1,11 @@
 //! The invariants of the reference (§9), checked as the model runs:
 //! structural ones (I1–I6) after every host call, behavioural ones (B1–B6,
-//! B8) from a ledger of requests and callbacks per (task, cookie). A
-//! violation is recorded with the events that led to it.
+//! B8) from a ledger of requests and callbacks per (task, cookie), and the
+//! API's preconditions (§2.3): P1, a work is cancelled at most once
+//! (upstream has no guard: the second `unwind_deferred_cancel()` computes
+//! `BIT(-1)` and deletes the list entry again; checked in
+//! [`Kernel::unwind_deferred_cancel`]). A violation is recorded with the
+//! events that led to it.
 
 use std::collections::BTreeMap;
 
@@ -16,7 +20,7 @@ pub const HISTORY: usize = 40;
 /// A broken invariant and how the model got there.
 #[derive(Debug, Clone, Serialize)]
 pub struct Violation {
-    /// Which (e.g. "B1", "I4").
+    /// Which (e.g. "B1", "I4", "P1").
     pub invariant: &'static str,
     /// What exactly.
     pub detail: String,

@@ -26,6 +26,23 @@ pub const EBUSY: i32 = -16;
 pub const ESRCH: i32 = -3;
 /// `-ENOMEM`.
 pub const ENOMEM: i32 = -12;
+/// Not a kernel value: what [`Kernel::unwind_deferred_init`] returns while
+/// the call waits for `callback_mutex`, which a cancel holds across its SRCU
+/// grace period. The init completes (and logs its real result, 0 or −EBUSY)
+/// when that cancel returns.
+pub const INIT_WAITING: i32 = 1;
+
+/// The errno name of a negative kernel return value (`-EBUSY`), or the
+/// number itself for one the model does not name.
+pub fn errno_name(ret: i32) -> String {
+    match ret {
+        EINVAL => "-EINVAL".into(),
+        EBUSY => "-EBUSY".into(),
+        ESRCH => "-ESRCH".into(),
+        ENOMEM => "-ENOMEM".into(),
+        other => other.to_string(),
+    }
+}
 
 /// A registered tracer's `struct unwind_work`, by index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -105,6 +122,22 @@ pub enum ExitPath {
     UnwindAtSyscallEntry,
 }
 
+/// When perf registers its single `perf_unwind_work`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PerfRegistration {
+    /// Upstream: `perf_event_init()` registers it at boot, before any other
+    /// tracer can, and never cancels it. perf holds the first tracer bit and
+    /// sits last on the newest-first callback list whatever registers later.
+    #[default]
+    Boot,
+    /// A lab experiment: perf registers when its first deferred session is
+    /// added, like any other tracer. Past the last free bit that init fails
+    /// (−EBUSY) and perf's deferred sessions fall back to the in-NMI walk. A
+    /// kernel without a deferred perf session then has no perf work at all.
+    Late,
+}
+
 /// How the modelled kernel is configured.
 #[derive(Debug, Clone, Serialize)]
 pub struct KernelOptions {
@@ -124,6 +157,8 @@ pub struct KernelOptions {
     pub copy_on_exit_bytes: u64,
     /// `BITS_PER_LONG`.
     pub bits_per_long: u32,
+    /// When perf's work is registered.
+    pub perf_registration: PerfRegistration,
 }
 
 impl Default for KernelOptions {
@@ -137,6 +172,7 @@ impl Default for KernelOptions {
             unwind: UnwindConfig::default(),
             copy_on_exit_bytes: 8192,
             bits_per_long: 64,
+            perf_registration: PerfRegistration::Boot,
         }
     }
 }
@@ -264,10 +300,23 @@ pub struct Cpu {
 pub struct UnwindWork {
     /// Name for logs.
     pub name: String,
-    /// Allocated bit, or −1 after cancel (0 after a failed init).
+    /// Allocated bit, or −1 after cancel (0 after a failed init, and while
+    /// its init waits for `callback_mutex`).
     pub bit: i32,
     /// On the callbacks list.
     pub listed: bool,
+    /// Its `unwind_deferred_init()` waits for `callback_mutex`.
+    pub waiting: bool,
+}
+
+/// A call blocked on `callback_mutex` (held by a cancel across its grace
+/// period), in arrival order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MutexWaiter {
+    /// `unwind_deferred_init()` of this work.
+    Init(WorkId),
+    /// `unwind_deferred_cancel()` of this work.
+    Cancel(WorkId),
 }
 
 /// Counters the summaries report.
@@ -307,9 +356,12 @@ pub struct Kernel {
     pub callbacks: Vec<WorkId>,
     /// Active SRCU read sections (handlers walking the list).
     pub srcu_readers: u32,
-    /// Cancels waiting for the grace period.
+    /// Cancels waiting for the grace period (each holds `callback_mutex`
+    /// until it returns).
     pub cancels_waiting: Vec<WorkId>,
     pub(crate) cancel_bits: Vec<(WorkId, u32)>,
+    /// Inits and cancels waiting for `callback_mutex`, first come first.
+    pub mutex_waiters: std::collections::VecDeque<MutexWaiter>,
     /// The tracers (perf, ftrace, BPF) and their buffers.
     pub tracers: Tracers,
     /// Counters.
@@ -337,10 +389,12 @@ pub const UNWIND_USED: u64 = 1 << 1;
 pub const RESERVED_BITS: u64 = UNWIND_PENDING | UNWIND_USED;
 
 impl Kernel {
-    /// A kernel with `opts.cpus` idle CPUs and no tasks.
+    /// A kernel with `opts.cpus` idle CPUs and no tasks, booted: with
+    /// [`PerfRegistration::Boot`] perf's work is registered first.
     pub fn new(opts: KernelOptions) -> Self {
         let cpus = vec![Cpu::default(); opts.cpus.max(1)];
-        Kernel {
+        let boot_perf = opts.perf_registration == PerfRegistration::Boot;
+        let mut k = Kernel {
             opts,
             cpus,
             tasks: BTreeMap::new(),
@@ -351,6 +405,7 @@ impl Kernel {
             srcu_readers: 0,
             cancels_waiting: Vec::new(),
             cancel_bits: Vec::new(),
+            mutex_waiters: Default::default(),
             tracers: Tracers::default(),
             stats: Stats::default(),
             time: 0,
@@ -361,7 +416,11 @@ impl Kernel {
             check: cfg!(debug_assertions),
             ledger: Default::default(),
             violations: Vec::new(),
+        };
+        if boot_perf {
+            k.perf_event_init();
         }
+        k
     }
 
     /// Installs the hook called at every interleaving point (tests inject

@@ -195,8 +195,15 @@ pub struct BpfProgram {
 /// All tracers of the model.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Tracers {
-    /// perf's single global work (registered with the first session).
+    /// perf's single global `perf_unwind_work`: registered at boot, or with
+    /// its first deferred session (see [`crate::kernel::PerfRegistration`]).
     pub perf_work: Option<WorkId>,
+    /// The error of perf's `unwind_deferred_init()` (−EBUSY, only possible
+    /// when it registers late): perf then has no work.
+    pub perf_init_error: Option<i32>,
+    /// Samples of deferred perf sessions taken with the in-NMI walk because
+    /// perf has no work (its late init failed).
+    pub perf_unregistered_samples: u64,
     /// perf sessions.
     pub perf: Vec<PerfSession>,
     /// ftrace instances.
@@ -226,23 +233,23 @@ impl Tracers {
 }
 
 impl Kernel {
-    /// Adds a perf session (registering perf's work on first use).
+    /// Adds a perf session. With late registration the first deferred
+    /// session registers perf's work (upstream did so at boot).
     pub fn add_perf(&mut self, name: &str, scope: PerfScope, mode: UserStackMode) -> usize {
-        if mode == UserStackMode::Deferred && self.tracers.perf_work.is_none() {
-            let (work, ret) = self.unwind_deferred_init("perf");
-            if ret == 0 {
-                self.tracers.perf_work = Some(work);
-            }
+        if mode == UserStackMode::Deferred {
+            self.perf_event_init();
         }
         let buffers = vec![Vec::new(); self.cpus.len()];
         self.tracers.perf.push(PerfSession { name: name.to_string(), scope, mode, buffers, alive: true });
         self.tracers.perf.len() - 1
     }
 
-    /// Adds an ftrace instance; `None` if no bit was free (-EBUSY).
+    /// Adds an ftrace instance; `None` if no bit was free (-EBUSY). An
+    /// instance whose init waits for a cancel is added: its requests are
+    /// refused until the init completes.
     pub fn add_ftrace(&mut self, name: &str) -> Option<usize> {
         let (work, ret) = self.unwind_deferred_init(name);
-        if ret != 0 {
+        if ret < 0 {
             return None;
         }
         let buffers = vec![Vec::new(); self.cpus.len()];
@@ -250,10 +257,11 @@ impl Kernel {
         Some(self.tracers.ftrace.len() - 1)
     }
 
-    /// Adds a BPF program; `None` if no bit was free (-EBUSY).
+    /// Adds a BPF program; `None` if no bit was free (-EBUSY). As for
+    /// ftrace, a program whose init waits is added.
     pub fn add_bpf(&mut self, name: &str) -> Option<usize> {
         let (work, ret) = self.unwind_deferred_init(name);
-        if ret != 0 {
+        if ret < 0 {
             return None;
         }
         self.tracers.bpf.push(BpfProgram { name: name.to_string(), work, stacks: BTreeMap::new(), requests: 0 });
@@ -279,8 +287,12 @@ impl Kernel {
         let Some(tid) = self.current(cpu) else { return };
         let sample = self.tracers.samples;
         self.tracers.samples += 1;
-        let in_user = self.task(tid).regs.is_some() && self.task(tid).state != TaskState::Dead;
-        let kernel: Vec<u64> = if self.task(tid).entries > 0 && self.task(tid).state != TaskState::User {
+        let t = self.task(tid);
+        // perf_callchain(): a user callchain only for a user task
+        // (is_user_task(): an mm, not PF_KTHREAD) with user registers to
+        // start from; otherwise the sample keeps its kernel callchain alone.
+        let user = t.mm.is_some() && !t.kthread && t.regs.is_some();
+        let kernel: Vec<u64> = if t.kthread || (t.entries > 0 && t.state != TaskState::User) {
             KERNEL_IPS_IN_KERNEL.to_vec()
         } else {
             KERNEL_IPS_IN_USER.to_vec()
@@ -289,20 +301,27 @@ impl Kernel {
             let session = &self.tracers.perf[s];
             let samples_here =
                 session.alive && (session.scope == PerfScope::CpuWide || session.scope == PerfScope::Task(tid));
-            if !samples_here || !in_user {
+            if !samples_here {
                 continue;
             }
             let user = match session.mode {
-                UserStackMode::Deferred => {
-                    let work = self.tracers.perf_work.expect("registered with the session");
-                    let (ret, cookie) = self.unwind_deferred_request(cpu, work);
-                    if ret >= 0 {
-                        UserChain::Deferred { cookie }
-                    } else {
-                        // perf falls back to the classic in-NMI walk.
+                _ if !user => UserChain::None,
+                UserStackMode::Deferred => match self.tracers.perf_work {
+                    Some(work) => {
+                        let (ret, cookie) = self.unwind_deferred_request(cpu, work);
+                        if ret >= 0 {
+                            UserChain::Deferred { cookie }
+                        } else {
+                            // perf falls back to the classic in-NMI walk.
+                            self.nmi_user_walk(cpu, tid, mem)
+                        }
+                    }
+                    // Registered late and refused (-EBUSY): no deferral.
+                    None => {
+                        self.tracers.perf_unregistered_samples += 1;
                         self.nmi_user_walk(cpu, tid, mem)
                     }
-                }
+                },
                 UserStackMode::FpInNmi => self.nmi_user_walk(cpu, tid, mem),
                 UserStackMode::CopyStack { bytes } => self.nmi_stack_copy(tid, bytes, mem),
             };

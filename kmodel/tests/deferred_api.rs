@@ -5,8 +5,8 @@ mod support;
 
 use kmodel::arch::Arch;
 use kmodel::event::{EntryReason, EventKind};
-use kmodel::kernel::{ExitPath, Kernel, KernelOptions, KernelVersion, EBUSY, EINVAL};
-use kmodel::tracer::{stitch, PerfScope, UserChain, UserStackMode};
+use kmodel::kernel::{ExitPath, Kernel, KernelOptions, KernelVersion, PerfRegistration, WorkId, EBUSY, EINVAL};
+use kmodel::tracer::{stitch, PerfRecord, PerfScope, UserChain, UserStackMode, KERNEL_IPS_IN_KERNEL};
 use support::{expected_trace, fp_stack};
 
 fn world(opts: KernelOptions) -> Kernel {
@@ -25,9 +25,15 @@ fn callbacks(k: &Kernel) -> Vec<(usize, u64, usize)> {
         .collect()
 }
 
+/// Options for a kernel whose only tracers are the test's own: perf would
+/// register late, with a deferred session, and there is none.
+fn without_perf() -> KernelOptions {
+    KernelOptions { perf_registration: PerfRegistration::Late, ..KernelOptions::default() }
+}
+
 #[test]
 fn init_allocates_bits_lowest_first_and_runs_out_with_ebusy() {
-    let mut k = world(KernelOptions::default());
+    let mut k = world(without_perf());
     let mut works = Vec::new();
     for i in 0..62 {
         let (w, ret) = k.unwind_deferred_init(&format!("t{i}"));
@@ -105,6 +111,130 @@ fn requests_are_refused_where_the_kernel_refuses_them() {
     k.return_to_user(t, &mem);
     assert!(callbacks(&k).is_empty(), "a cancelled tracer is never called back");
     assert!(k.take_violations().is_empty());
+}
+
+/// Upstream registers `perf_unwind_work` in `perf_event_init()` at boot:
+/// perf has bit 2 and, the list being newest first, the last place, however
+/// many tracers register after it; the 62nd one of them gets -EBUSY.
+#[test]
+fn perf_registered_at_boot_keeps_bit_2_and_the_last_place_when_70_ftrace_instances_follow() {
+    let (mem, regs) = fp_stack(Arch::X86_64, 3);
+    let mut k = world(KernelOptions::default());
+    let perf = k.tracers.perf_work.expect("registered at boot");
+    assert_eq!((perf, k.works[perf.0].bit, k.callbacks.clone()), (WorkId(0), 2, vec![perf]));
+    let session = k.add_perf("perf", PerfScope::CpuWide, UserStackMode::Deferred);
+    assert_eq!(k.works.len(), 1, "a session does not register perf again");
+    let instances: Vec<Option<usize>> = (0..70).map(|i| k.add_ftrace(&format!("ft{i}"))).collect();
+    assert!(instances[..61].iter().all(Option::is_some) && instances[61..].iter().all(Option::is_none));
+    let ftrace_bits: Vec<i32> = k.tracers.ftrace.iter().map(|f| k.works[f.work.0].bit).collect();
+    assert_eq!(ftrace_bits, (3..64).collect::<Vec<_>>());
+    assert_eq!((k.tracers.perf_work, k.works[perf.0].bit), (Some(perf), 2));
+    assert_eq!(k.callbacks.len(), 62);
+    assert_eq!(k.callbacks.last(), Some(&perf));
+    // A system call (every ftrace instance requests) sampled by perf: the
+    // callbacks run newest first, perf last, all with the one stack.
+    let mm = k.new_mm(Arch::X86_64);
+    let t = k.spawn("task", mm, 0);
+    k.enter(t, EntryReason::Syscall, regs, &mem);
+    k.nmi(0, None, &mem);
+    k.return_to_user(t, &mem);
+    let calls = callbacks(&k);
+    let newest_first: Vec<usize> = k.tracers.ftrace.iter().rev().map(|f| f.work.0).chain([perf.0]).collect();
+    assert_eq!(calls.iter().map(|c| c.0).collect::<Vec<_>>(), newest_first);
+    assert!(calls.iter().all(|c| c.2 == 4));
+    let stitched = stitch(&k.tracers.perf[session].buffers);
+    assert_eq!(stitched.len(), 1);
+    assert_eq!(stitched[0].user.as_deref(), Some(&expected_trace(3)[..]));
+    assert!(k.take_violations().is_empty());
+}
+
+/// The lab option: perf registers with its first deferred session. Then it
+/// is the newest tracer (first on the list); past the last free bit its
+/// init fails and its samples are taken with the in-NMI walk.
+#[test]
+fn perf_registered_late_takes_the_next_bit_or_falls_back_to_the_in_nmi_walk() {
+    let (mem, regs) = fp_stack(Arch::X86_64, 3);
+    let mut k = world(without_perf());
+    assert_eq!(k.tracers.perf_work, None);
+    k.add_ftrace("ft").unwrap();
+    k.add_perf("perf", PerfScope::CpuWide, UserStackMode::Deferred);
+    let perf = k.tracers.perf_work.expect("registered late");
+    assert_eq!((k.works[perf.0].bit, k.callbacks[0]), (3, perf));
+
+    let mut k = world(without_perf());
+    for i in 0..62 {
+        k.add_ftrace(&format!("ft{i}")).unwrap();
+    }
+    let session = k.add_perf("perf", PerfScope::CpuWide, UserStackMode::Deferred);
+    assert_eq!((k.tracers.perf_work, k.tracers.perf_init_error), (None, Some(EBUSY)));
+    let mm = k.new_mm(Arch::X86_64);
+    let t = k.spawn("task", mm, 0);
+    k.enter(t, EntryReason::Syscall, regs, &mem);
+    k.nmi(0, None, &mem);
+    k.return_to_user(t, &mem);
+    assert_eq!(k.tracers.perf_unregistered_samples, 1);
+    match &k.tracers.perf[session].buffers[0][..] {
+        [PerfRecord::Sample { user: UserChain::Ips(ips), .. }] => assert_eq!(ips, &expected_trace(3)),
+        other => panic!("expected one sample with the in-NMI walk: {other:?}"),
+    }
+    assert!(k.take_violations().is_empty());
+}
+
+/// perf_callchain(): no user callchain for a kernel thread, nor for a task
+/// without user registers, but the sample is still written, with its
+/// kernel callchain, and nothing is requested.
+#[test]
+fn a_task_without_user_registers_gets_a_kernel_only_sample() {
+    let (mem, _) = fp_stack(Arch::X86_64, 3);
+    let mut k = world(KernelOptions::default());
+    let deferred = k.add_perf("deferred", PerfScope::CpuWide, UserStackMode::Deferred);
+    let fp = k.add_perf("fp", PerfScope::CpuWide, UserStackMode::FpInNmi);
+    let kt = k.spawn_kthread("kworker", 0);
+    k.schedule(kt);
+    k.nmi(0, None, &mem);
+    // A user task hit by an NMI that saw no user registers.
+    let mm = k.new_mm(Arch::X86_64);
+    let t = k.spawn("task", mm, 1);
+    k.schedule(t);
+    k.nmi(1, None, &mem);
+    for session in [deferred, fp] {
+        let buffers = &k.tracers.perf[session].buffers;
+        match (&buffers[0][..], &buffers[1][..]) {
+            (
+                [PerfRecord::Sample { tid: a, kernel, user: UserChain::None, .. }],
+                [PerfRecord::Sample { tid: b, user: UserChain::None, .. }],
+            ) => {
+                assert_eq!((*a, *b), (kt, t));
+                assert_eq!(kernel, &KERNEL_IPS_IN_KERNEL.to_vec(), "the NMI hit the kernel thread in the kernel");
+            }
+            other => panic!("expected one kernel-only sample per CPU: {other:?}"),
+        }
+        assert!(stitch(buffers).iter().all(|s| s.user.is_none()));
+    }
+    let s = &k.stats;
+    assert_eq!((s.requests_queued, s.requests_joined, s.requests_refused), (0, 0, 0), "nothing to defer");
+    assert!(k.take_violations().is_empty());
+}
+
+/// A second `unwind_deferred_cancel()` of one work: upstream has no guard
+/// (`BIT(-1)`, a second `list_del_rcu()`); the model reports P1 and changes
+/// nothing.
+#[test]
+fn cancelling_a_work_twice_is_reported_as_p1() {
+    let mut k = world(KernelOptions::default());
+    let (a, _) = k.unwind_deferred_init("a");
+    let (b, _) = k.unwind_deferred_init("b");
+    k.unwind_deferred_cancel(a);
+    assert!(k.take_violations().is_empty(), "one cancel is fine");
+    let (mask, list, events) = (k.global_mask, k.callbacks.clone(), k.events.len());
+    k.unwind_deferred_cancel(a);
+    let violations = k.take_violations();
+    assert_eq!(violations.len(), 1, "{violations:?}");
+    assert_eq!(violations[0].invariant, "P1");
+    assert!(violations[0].detail.contains("(a) cancelled twice"), "{}", violations[0].detail);
+    assert_eq!((k.global_mask, &k.callbacks), (mask, &list), "nothing else changed");
+    assert!(k.events[events..].iter().all(|e| matches!(e.kind, EventKind::Violation { .. })));
+    assert_eq!(k.works[b.0].bit, 4, "b keeps its bit");
 }
 
 fn exit_with_pending(path: ExitPath, depth: usize) -> (Vec<(usize, u64, usize)>, Kernel) {

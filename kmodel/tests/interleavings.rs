@@ -1,8 +1,12 @@
 //! Exhaustive interleavings: every placement of one injected action (an NMI
-//! that requests for some tracer, or a cancel), and of pairs of them, at
-//! every interleaving point the deferred-unwind code reaches, on 1–2 CPUs
+//! that requests for some tracer, a cancel, or the registration of a new
+//! tracer that requests as soon as its init returns), and of pairs of them,
+//! at every interleaving point the deferred-unwind code reaches, on 1–2 CPUs
 //! with 2–3 tracers, with and without exit. Every invariant is checked
 //! after every step; the count of interleavings explored is printed.
+//!
+//! The kernels here register perf late (no perf session: no perf work), so
+//! the tracers are exactly the test's own.
 
 mod support;
 
@@ -10,9 +14,9 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use kmodel::arch::Arch;
-use kmodel::event::EntryReason;
+use kmodel::event::{EntryReason, EventKind};
 use kmodel::interleave::Point;
-use kmodel::kernel::{ExitPath, Kernel, KernelOptions, KernelVersion, WorkId};
+use kmodel::kernel::{ExitPath, Kernel, KernelOptions, KernelVersion, PerfRegistration, WorkId, INIT_WAITING};
 use kmodel::memory::PagedMemory;
 use support::fp_stack;
 
@@ -20,6 +24,29 @@ use support::fp_stack;
 enum Action {
     Nmi(usize),
     Cancel(usize),
+    /// Register a new tracer; once its init has returned (at once, or when
+    /// the cancel holding `callback_mutex` returns) it requests from an NMI
+    /// at the next point reached.
+    Init,
+}
+
+/// What one run did.
+struct Outcome {
+    /// Interleaving points reached.
+    points: usize,
+    /// Invariant violations.
+    violations: Vec<String>,
+    /// Actions injected.
+    injected: usize,
+    /// Inits placed while a cancel was in its grace period.
+    inits_in_grace: usize,
+    /// Inits that returned `INIT_WAITING`.
+    inits_waited: usize,
+    /// A new tracer registered after a cancel that had already returned:
+    /// the cancelled tracer's bit may still be in flight (in a request that
+    /// read it before the cancel, or in a handler's snapshot) and the new
+    /// tracer gets that bit. Upstream's own hazard (reference §4, derived).
+    reregistered_after_cancel: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -32,29 +59,48 @@ struct Config {
     version: KernelVersion,
 }
 
-/// Runs the scenario with `actions` injected at the given point hits;
-/// returns (points reached, violations, actions actually injected).
-fn run(cfg: Config, actions: &[(usize, Action)]) -> (usize, Vec<String>, usize) {
-    let (mem, regs) = fp_stack(Arch::X86_64, 3);
-    let mem = Rc::new(mem);
+fn kernel(cpus: usize, version: KernelVersion) -> Kernel {
     let mut k = Kernel::new(KernelOptions {
-        cpus: cfg.cpus,
-        version: cfg.version,
+        cpus,
+        version,
         exit_path: ExitPath::Upstream,
+        perf_registration: PerfRegistration::Late,
         ..KernelOptions::default()
     });
     k.check = true;
+    k
+}
+
+/// Runs the scenario with `actions` injected at the given point hits.
+fn run(cfg: Config, actions: &[(usize, Action)]) -> Outcome {
+    let (mem, regs) = fp_stack(Arch::X86_64, 3);
+    let mem = Rc::new(mem);
+    let mut k = kernel(cfg.cpus, cfg.version);
     let works: Vec<WorkId> = (0..cfg.tracers).map(|i| k.unwind_deferred_init(&format!("t{i}")).0).collect();
     let mm = k.new_mm(Arch::X86_64);
     let t = k.spawn("task", mm, 0);
     let hits = Rc::new(RefCell::new(0usize));
     let injected = Rc::new(RefCell::new(0usize));
+    // (inits in a grace period, inits that waited, re-registered after a cancel)
+    let inits = Rc::new(RefCell::new((0usize, 0usize, false)));
     {
         let (hits, injected, mem, works) = (hits.clone(), injected.clone(), mem.clone(), works.clone());
+        let inits = inits.clone();
         let actions = actions.to_vec();
+        let mut cancelled = false;
+        // New tracers whose first request is still to come.
+        let mut fresh: Vec<WorkId> = Vec::new();
         k.set_interleaver(Some(Box::new(move |k: &mut Kernel, cpu: usize, _p: Point| {
             let n = *hits.borrow();
             *hits.borrow_mut() += 1;
+            // A new tracer requests once its init has returned.
+            for work in std::mem::take(&mut fresh) {
+                if k.works[work.0].waiting {
+                    fresh.push(work);
+                } else {
+                    k.nmi_request(cpu, work, None, &*mem);
+                }
+            }
             for &(at, action) in &actions {
                 if at == n {
                     *injected.borrow_mut() += 1;
@@ -62,7 +108,19 @@ fn run(cfg: Config, actions: &[(usize, Action)]) -> (usize, Vec<String>, usize) 
                         Action::Nmi(i) => {
                             k.nmi_request(cpu, works[i], None, &*mem);
                         }
-                        Action::Cancel(i) => k.unwind_deferred_cancel(works[i]),
+                        Action::Cancel(i) => {
+                            k.unwind_deferred_cancel(works[i]);
+                            cancelled = true;
+                        }
+                        Action::Init => {
+                            let in_grace = !k.cancels_waiting.is_empty();
+                            let (work, ret) = k.unwind_deferred_init("new");
+                            let mut inits = inits.borrow_mut();
+                            inits.0 += usize::from(in_grace);
+                            inits.1 += usize::from(ret == INIT_WAITING);
+                            inits.2 |= cancelled && !in_grace;
+                            fresh.push(work);
+                        }
                     }
                 }
             }
@@ -91,10 +149,10 @@ fn run(cfg: Config, actions: &[(usize, Action)]) -> (usize, Vec<String>, usize) 
         k.return_to_user(t, m);
     }
     k.set_interleaver(None);
-    let hits = *hits.borrow();
-    let injected = *injected.borrow();
     let violations = k.take_violations().into_iter().map(|v| v.to_string()).collect();
-    (hits, violations, injected)
+    let (points, injected) = (*hits.borrow(), *injected.borrow());
+    let (inits_in_grace, inits_waited, reregistered_after_cancel) = *inits.borrow();
+    Outcome { points, violations, injected, inits_in_grace, inits_waited, reregistered_after_cancel }
 }
 
 fn configs(version: KernelVersion) -> Vec<Config> {
@@ -113,21 +171,55 @@ fn configs(version: KernelVersion) -> Vec<Config> {
 }
 
 fn actions(cfg: &Config) -> Vec<Action> {
-    (0..cfg.tracers).map(Action::Nmi).chain((0..cfg.tracers).map(Action::Cancel)).collect()
+    let nmis = (0..cfg.tracers).map(Action::Nmi);
+    nmis.chain((0..cfg.tracers).map(Action::Cancel)).chain([Action::Init]).collect()
+}
+
+/// An init placed in a cancel's grace period waits for it. Violations are
+/// allowed only for upstream's own hazard: a new tracer registered after a
+/// cancel returned, given the cancelled tracer's bit while that bit was
+/// still in flight, is called although it never asked (B2, "stale"; its
+/// bit then sits in `completed` but no longer in the mask, I6), or finds
+/// its bit already set, gets 1 and is never called (B1). A tracer
+/// cancelled twice is reported as P1, and only that.
+fn check(cfg: &Config, what: &str, o: &Outcome, double_cancel: bool) {
+    let all = || o.violations.join("\n");
+    assert_eq!(o.inits_waited, o.inits_in_grace, "{cfg:?} {what}: an init in a grace period did not wait");
+    if double_cancel {
+        assert!(o.violations.len() == 1 && o.violations[0].starts_with("invariant P1 "), "{cfg:?} {what}:\n{}", all());
+        return;
+    }
+    if o.violations.is_empty() {
+        return;
+    }
+    // The works registered by Init come after the configuration's tracers.
+    let new_tracer = |v: &str| (cfg.tracers..cfg.tracers + 2).any(|w| v.contains(&format!("WorkId({w})")));
+    let upstream = o.violations.iter().all(|v| {
+        let head = v.lines().next().unwrap_or("");
+        (head.starts_with("invariant B1 ") || head.starts_with("invariant B2 ")) && new_tracer(head)
+            || head.starts_with("invariant I6 ")
+    });
+    assert!(o.reregistered_after_cancel && upstream, "{cfg:?} {what}:\n{}", all());
 }
 
 #[test]
 fn every_single_and_paired_placement_keeps_every_invariant() {
-    let mut explored = 0usize;
+    let (mut explored, mut waited, mut hazards) = (0usize, 0usize, 0usize);
+    let mut tally = |o: &Outcome, double_cancel: bool| {
+        explored += 1;
+        waited += usize::from(o.inits_waited > 0);
+        hazards += usize::from(!o.violations.is_empty() && !double_cancel);
+    };
     for cfg in configs(KernelVersion::V6_19) {
-        let (points, violations, _) = run(cfg, &[]);
-        assert!(violations.is_empty(), "{cfg:?}: {violations:?}");
+        let base = run(cfg, &[]);
+        assert!(base.violations.is_empty(), "{cfg:?}: {:?}", base.violations);
+        let points = base.points;
         let acts = actions(&cfg);
         for at in 0..points + 1 {
             for &a in &acts {
-                let (_, violations, _) = run(cfg, &[(at, a)]);
-                explored += 1;
-                assert!(violations.is_empty(), "{cfg:?} {a:?} at hit {at}:\n{}", violations.join("\n"));
+                let o = run(cfg, &[(at, a)]);
+                check(&cfg, &format!("{a:?} at hit {at}"), &o, false);
+                tally(&o, false);
             }
         }
         // Pairs: a second action at a later hit (its own NMI's points count).
@@ -135,16 +227,23 @@ fn every_single_and_paired_placement_keeps_every_invariant() {
             for at2 in at1 + 1..points + 4 {
                 for &a1 in &acts {
                     for &a2 in &acts {
-                        let (_, violations, _) = run(cfg, &[(at1, a1), (at2, a2)]);
-                        explored += 1;
-                        assert!(violations.is_empty(), "{cfg:?} {a1:?}@{at1} {a2:?}@{at2}:\n{}", violations.join("\n"));
+                        let o = run(cfg, &[(at1, a1), (at2, a2)]);
+                        let twice = matches!((a1, a2), (Action::Cancel(i), Action::Cancel(j)) if i == j);
+                        // The second action may fall past the last point.
+                        let twice = twice && o.injected == 2;
+                        check(&cfg, &format!("{a1:?}@{at1} {a2:?}@{at2}"), &o, twice);
+                        tally(&o, twice);
                     }
                 }
             }
         }
     }
-    println!("explored {explored} interleavings");
+    println!(
+        "explored {explored} interleavings; in {waited} an init waited for a cancel's grace period; {hazards} \
+         showed upstream's hazard of a bit reused while in flight"
+    );
     assert!(explored > 10_000, "explored only {explored}");
+    assert!(waited > 0, "no init was placed in a cancel's grace period");
 }
 
 /// v6.17 requested from NMI with TWA_RESUME: an NMI after the reset but
@@ -155,14 +254,14 @@ fn every_single_and_paired_placement_keeps_every_invariant() {
 fn v6_17_nmi_after_reset_is_the_only_unsafe_placement() {
     let mut unsafe_points = std::collections::BTreeSet::new();
     for cfg in configs(KernelVersion::V6_17).into_iter().filter(|c| !c.exit) {
-        let (points, _, _) = run(cfg, &[]);
+        let points = run(cfg, &[]).points;
         for at in 0..points + 1 {
             for i in 0..cfg.tracers {
-                let (_, violations, injected) = run(cfg, &[(at, Action::Nmi(i))]);
-                if !violations.is_empty() {
-                    assert_eq!(injected, 1);
+                let o = run(cfg, &[(at, Action::Nmi(i))]);
+                if !o.violations.is_empty() {
+                    assert_eq!(o.injected, 1);
                     unsafe_points.insert(at);
-                    assert!(violations.iter().all(|v| v.contains("B6") || v.contains("B4")), "{violations:?}");
+                    assert!(o.violations.iter().all(|v| v.contains("B6") || v.contains("B4")), "{:?}", o.violations);
                 }
             }
         }
@@ -177,8 +276,7 @@ fn v6_17_nmi_after_reset_is_the_only_unsafe_placement() {
 fn cancel_and_reregister_during_the_unwind_is_caught_as_b2() {
     let (mem, regs) = fp_stack(Arch::X86_64, 2);
     let mem = Rc::new(mem);
-    let mut k = Kernel::new(KernelOptions::default());
-    k.check = true;
+    let mut k = kernel(2, KernelVersion::V6_19);
     let (a, _) = k.unwind_deferred_init("a");
     let mm = k.new_mm(Arch::X86_64);
     let t = k.spawn("task", mm, 0);
@@ -197,4 +295,76 @@ fn cancel_and_reregister_during_the_unwind_is_caught_as_b2() {
     assert_eq!(violations.len(), 1, "{violations:?}");
     assert_eq!(violations[0].invariant, "B2");
     assert!(violations[0].detail.contains("stale"));
+}
+
+/// `callback_mutex` is held by a cancel across its grace period: an init
+/// and another cancel issued meanwhile wait and run, in order, when it
+/// returns; the new tracer then gets the cancelled tracer's bit with no
+/// trace of it left in any task. Cancelling the queued tracer again is P1.
+#[test]
+fn init_and_cancel_wait_for_a_cancel_in_its_grace_period() {
+    let (mem, regs) = fp_stack(Arch::X86_64, 2);
+    let mem = Rc::new(mem);
+    let mut k = kernel(1, KernelVersion::V6_19);
+    let (a, _) = k.unwind_deferred_init("a");
+    let (b, _) = k.unwind_deferred_init("b");
+    let mm = k.new_mm(Arch::X86_64);
+    let t = k.spawn("task", mm, 0);
+    let c = Rc::new(RefCell::new(None));
+    {
+        let (c, mem) = (c.clone(), mem.clone());
+        k.set_interleaver(Some(Box::new(move |k: &mut Kernel, cpu: usize, p: Point| {
+            if p != Point::HandlerBeforeCallback {
+                return;
+            }
+            // Inside the callback walk: a's cancel cannot finish yet.
+            k.unwind_deferred_cancel(a);
+            assert_eq!(k.cancels_waiting, vec![a]);
+            assert_ne!(k.task(t).info.mask & (1 << 2), 0, "a's bit is still set in the task");
+            let (new, ret) = k.unwind_deferred_init("c");
+            assert_eq!((ret, k.works[new.0].bit, k.works[new.0].waiting), (INIT_WAITING, 0, true));
+            assert_eq!(k.nmi_request(cpu, new, None, &*mem).0, kmodel::kernel::EINVAL, "its init has not returned");
+            k.unwind_deferred_cancel(b);
+            assert!(k.works[b.0].bit > 0 && k.callbacks.contains(&b), "b's cancel waits: b is still registered");
+            k.unwind_deferred_cancel(b);
+            *c.borrow_mut() = Some(new);
+            k.set_interleaver(None);
+        })));
+    }
+    k.enter(t, EntryReason::Syscall, regs.clone(), &*mem);
+    k.unwind_deferred_request(0, a);
+    k.return_to_user(t, &*mem);
+    let c = c.borrow().expect("the hook ran");
+    // In order: a's cancel returns, c's init completes with a's bit, then
+    // b's cancel runs (at once: no handler is in its walk any more).
+    let story: Vec<String> = k
+        .events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::CancelBegin { work } => Some(format!("cancel {}", work.0)),
+            EventKind::CancelReturn { work } => Some(format!("return {}", work.0)),
+            EventKind::MutexWait { work, call } => Some(format!("wait {} {call}", work.0)),
+            EventKind::Init { work, ret, bit, .. } if *work == c => Some(format!("init {} {ret} {bit:?}", work.0)),
+            _ => None,
+        })
+        .collect();
+    let want = [
+        "cancel 0",
+        "wait 2 unwind_deferred_init",
+        "wait 1 unwind_deferred_cancel",
+        "return 0",
+        "init 2 0 Some(2)",
+        "cancel 1",
+        "return 1",
+    ];
+    assert_eq!(story, want);
+    assert_eq!(k.callbacks, vec![c]);
+    // c starts clean: its first request queues (0), it is called once.
+    k.enter(t, EntryReason::Syscall, regs, &*mem);
+    assert_eq!(k.unwind_deferred_request(0, c).0, 0);
+    k.return_to_user(t, &*mem);
+    let violations = k.take_violations();
+    assert_eq!(violations.len(), 1, "{violations:?}");
+    assert_eq!(violations[0].invariant, "P1");
+    assert!(violations[0].detail.contains("while its first cancel waits"), "{}", violations[0].detail);
 }

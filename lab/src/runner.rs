@@ -109,6 +109,11 @@ pub struct Summary {
     pub violations: u64,
     /// Guest instructions executed.
     pub instructions: u64,
+    /// perf's late `unwind_deferred_init()` failed with this error.
+    pub perf_init_error: Option<i32>,
+    /// Samples of deferred perf sessions taken with the in-NMI walk instead,
+    /// perf having no work.
+    pub perf_unregistered_samples: u64,
 }
 
 /// Everything a run produced.
@@ -210,6 +215,13 @@ impl Report {
             "  perf buffers: {} bytes written (copying 8 KiB of stack per sample: {} bytes)\n",
             s.bytes_written, s.bytes_copy_baseline
         );
+        if let Some(err) = s.perf_init_error {
+            out += &format!(
+                "  perf registered late: unwind_deferred_init() returned {}; {} samples of its deferred sessions fell back to the in-NMI walk\n",
+                kmodel::kernel::errno_name(err),
+                s.perf_unregistered_samples
+            );
+        }
         for (tracer, n) in &s.callbacks {
             out += &format!("  callbacks to {tracer}: {n}\n");
         }
@@ -266,6 +278,9 @@ pub struct Progress {
 
 /// [`run`], reporting progress after every step of the scheduler.
 pub fn run_with_progress(scenario: &Scenario, progress: &mut dyn FnMut(Progress)) -> Result<Report, RunError> {
+    // Scenarios built in code (validate, demo) get the parser's checks too:
+    // everything below relies on them.
+    scenario.validate(&format!("scenario {}", scenario.name)).map_err(|e| RunError::Scenario(e.to_string()))?;
     let arch = scenario.machine.arch;
     let opts = KernelOptions {
         cpus: scenario.machine.cpus,
@@ -276,6 +291,7 @@ pub fn run_with_progress(scenario: &Scenario, progress: &mut dyn FnMut(Progress)
         unwind: unwind_config(scenario),
         copy_on_exit_bytes: scenario.kernel.copy_on_exit_bytes,
         bits_per_long: 64,
+        perf_registration: scenario.kernel.perf_registration,
     };
     let mut k = Kernel::new(opts);
     k.check = true;
@@ -306,7 +322,7 @@ pub fn run_with_progress(scenario: &Scenario, progress: &mut dyn FnMut(Progress)
             if let Some(text) = emu.image().text_range() {
                 let mem = emu.user_memory();
                 // A refused section is logged by the model; FP remains.
-                let _ = k.add_sframe(mm, &mem, (sframe.addr, sframe.addr + sframe.size), text);
+                let _ = k.add_sframe(mm, &mem, (sframe.addr, sframe.addr.saturating_add(sframe.size)), text);
             }
         }
         let tid = k.spawn(&g.name, mm, g.cpu);
@@ -358,7 +374,7 @@ fn load_guest(g: &crate::scenario::Guest, config: Config) -> Result<(Emulator, S
             })
             .ok_or_else(|| guest_err(&g.name, "sframe_patch given but the program has no PT_GNU_SFRAME"))?;
         for &(at, byte) in &g.sframe_patch {
-            let pos = usize::try_from(offset + at).ok().filter(|_| at < size);
+            let pos = offset.checked_add(at).filter(|_| at < size).and_then(|p| usize::try_from(p).ok());
             match pos.and_then(|p| bytes.get_mut(p)) {
                 Some(b) => *b = byte,
                 None => return Err(guest_err(&g.name, format!("sframe_patch offset {at} is past the section"))),
@@ -406,30 +422,36 @@ impl Run<'_> {
         self.guests.iter().map(|g| g.emu.icount()).sum()
     }
 
-    /// Virtual time: instructions plus time spent in slow system calls.
+    /// Virtual time: instructions plus time spent in slow system calls
+    /// (saturating: a huge sampling period makes a slow call last "forever").
     fn now(&self) -> u64 {
-        self.global() + self.in_kernel
+        self.global().saturating_add(self.in_kernel)
     }
 
     fn apply_events(&mut self) -> Result<(), RunError> {
         while let Some(e) = self.scenario.events.get(self.next_event).filter(|e| e.at <= self.now()) {
             self.next_event += 1;
-            let find = |name: &str| self.guests.iter().position(|g| g.name == name).expect("validated");
+            let find = |name: &str| {
+                self.guests
+                    .iter()
+                    .position(|g| g.name == name)
+                    .ok_or_else(|| RunError::Scenario(format!("no guest named {name:?}")))
+            };
             match &e.action {
                 Action::Migrate { task, cpu } => {
-                    let g = find(task);
+                    let g = find(task)?;
                     self.guests[g].migrate_to = Some(*cpu);
                 }
                 Action::SlowSyscall { task, nmis, syscall } => {
-                    let g = find(task);
+                    let g = find(task)?;
                     self.guests[g].slow = *nmis;
                     self.guests[g].slow_only = syscall.clone();
                 }
                 Action::Evict { task, what } => {
-                    let g = find(task);
+                    let g = find(task)?;
                     let guest = &mut self.guests[g];
                     let range = match what {
-                        EvictWhat::Sframe => guest.emu.sframe().map(|s| (s.addr, s.addr + s.size)),
+                        EvictWhat::Sframe => guest.emu.sframe().map(|s| (s.addr, s.addr.saturating_add(s.size))),
                         EvictWhat::Stack => {
                             let sp = guest.emu.regs().map_err(|e| guest_err(&guest.name, e))?.sp;
                             Some((sp & !0xfff, emu::layout::STACK_TOP))
@@ -442,13 +464,16 @@ impl Run<'_> {
                 }
                 Action::Cancel { tracer } => {
                     if let Some(&work) = self.tracer_works.get(tracer) {
+                        // A second cancel is the model's P1 violation, reported.
                         self.k.unwind_deferred_cancel(work);
-                        self.cancelled.push(tracer.clone());
+                        if !self.cancelled.contains(tracer) {
+                            self.cancelled.push(tracer.clone());
+                        }
                     }
                 }
                 Action::Register { tracer } => self.register(tracer),
                 Action::Signal { task, signal } => {
-                    let g = find(task);
+                    let g = find(task)?;
                     let guest = &mut self.guests[g];
                     guest.emu.send_signal(*signal).map_err(|e| guest_err(&guest.name, e))?;
                 }
@@ -475,7 +500,7 @@ impl Run<'_> {
             let icount = self.guests[g].emu.icount();
             let mut until = icount + (stop_after - global);
             if let Some(p) = self.period {
-                until = until.min((icount / p + 1) * p);
+                until = until.min((icount / p + 1).saturating_mul(p));
             }
             if let Some(e) = self.scenario.events.get(self.next_event) {
                 until = until.min(icount + e.at.saturating_sub(global).max(1));
@@ -514,7 +539,7 @@ impl Run<'_> {
         let cpu = guest.cpu;
         let icount = guest.emu.icount();
         // Would a synchronous walk in the NMI have needed a fault?
-        let mm = self.k.task(guest.tid).mm.expect("running task has an mm");
+        let mm = self.k.task(guest.tid).mm.ok_or_else(|| guest_err(&guest.name, "sampled after its exit_mm()"))?;
         let mut registry = self.k.mms[mm.0].sframe.clone();
         let cfg = self.k.opts.unwind.clone();
         let mem = guest.emu.user_memory();
@@ -572,7 +597,7 @@ impl Run<'_> {
         let tid = self.guests[g].tid;
         for _ in 0..nmis {
             let period = self.period.unwrap_or(1);
-            self.in_kernel += period;
+            self.in_kernel = self.in_kernel.saturating_add(period);
             self.k.time = self.now();
             if self.k.time >= stop_after {
                 self.k.sleep(tid);
@@ -679,6 +704,8 @@ impl Run<'_> {
         summary.unwinds = self.k.stats.unwinds;
         summary.task_faults = self.k.stats.task_faults;
         summary.nmi_would_fault = self.nmi_would_fault;
+        summary.perf_init_error = self.k.tracers.perf_init_error;
+        summary.perf_unregistered_samples = self.k.tracers.perf_unregistered_samples;
         summary.requests = [self.k.stats.requests_queued, self.k.stats.requests_joined, self.k.stats.requests_refused];
         for e in &self.k.events {
             if let kmodel::event::EventKind::Callback { work, .. } = e.kind {

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use kmodel::arch::Arch;
-use kmodel::kernel::{ExitPath, KernelVersion};
+use kmodel::kernel::{ExitPath, KernelVersion, PerfRegistration};
 use kmodel::tracer::UserStackMode;
 use serde::{Deserialize, Serialize};
 
@@ -170,6 +170,9 @@ pub struct KernelConfig {
     /// SFrame lookups of caller frames use `ip − 1` (not what the kernel
     /// series does; shows what it would fix).
     pub caller_ip_adjust: bool,
+    /// When perf registers its work: at boot (upstream) or late, with its
+    /// first deferred session.
+    pub perf_registration: PerfRegistration,
 }
 
 impl Default for KernelConfig {
@@ -182,6 +185,7 @@ impl Default for KernelConfig {
             nmi_safe_cmpxchg: true,
             copy_on_exit_bytes: 8192,
             caller_ip_adjust: false,
+            perf_registration: PerfRegistration::Boot,
         }
     }
 }
@@ -274,6 +278,39 @@ pub struct Expect {
     pub no_violations: Option<bool>,
 }
 
+/// Most ftrace instances one tracer entry may ask for: far more than the
+/// tracer bits there are (`BITS_PER_LONG` − 2), few enough that registering
+/// them all stays instant.
+pub const MAX_FTRACE_INSTANCES: u32 = 1024;
+
+/// The rules every tracer follows, whether registered before the guests
+/// start or by an event: `at` is its JSON path, `names` the tracer names
+/// seen so far (this one is added). Errors are (JSON path, message).
+fn check_tracer<'s>(
+    t: &'s Tracer,
+    at: &str,
+    names: &mut Vec<&'s str>,
+    guest: &dyn Fn(&str) -> bool,
+) -> Result<(), (String, String)> {
+    if names.contains(&t.name()) {
+        return Err((format!("{at}.name"), format!("duplicate tracer name {:?}", t.name())));
+    }
+    names.push(t.name());
+    match t {
+        Tracer::Perf { period: 0, .. } => {
+            Err((format!("{at}.period"), "expected a period of at least 1 instruction".into()))
+        }
+        Tracer::Perf { task: Some(task), .. } if !guest(task) => {
+            Err((format!("{at}.task"), format!("no guest named {task:?}")))
+        }
+        Tracer::Ftrace { instances, .. } if *instances > MAX_FTRACE_INSTANCES => Err((
+            format!("{at}.instances"),
+            format!("expected at most {MAX_FTRACE_INSTANCES} instances, got {instances}"),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// A scenario file that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
@@ -364,17 +401,8 @@ impl Scenario {
         }
         let mut tracers: Vec<&str> = Vec::new();
         for (i, t) in self.tracers.iter().enumerate() {
-            if tracers.contains(&t.name()) {
-                return bad(format!("tracers[{i}].name"), format!("duplicate tracer name {:?}", t.name()));
-            }
-            tracers.push(t.name());
-            if let Tracer::Perf { period, task, .. } = t {
-                if *period == 0 {
-                    return bad(format!("tracers[{i}].period"), "expected a period of at least 1 instruction".into());
-                }
-                if let Some(task) = task.as_deref().filter(|t| !guest(t)) {
-                    return bad(format!("tracers[{i}].task"), format!("no guest named {task:?}"));
-                }
+            if let Err((path, message)) = check_tracer(t, &format!("tracers[{i}]"), &mut tracers, &guest) {
+                return bad(path, message);
             }
         }
         if self.kernel.unwinders.is_empty() {
@@ -403,7 +431,11 @@ impl Scenario {
                     None
                 }
                 Action::Register { tracer } => {
-                    tracers.push(tracer.name());
+                    if let Err((path, message)) =
+                        check_tracer(tracer, &format!("events[{i}].tracer"), &mut tracers, &guest)
+                    {
+                        return bad(path, message);
+                    }
                     None
                 }
             };
