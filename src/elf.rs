@@ -2,7 +2,7 @@
 //! section bytes.
 
 use goblin::elf::Elf;
-use kmodel::sframe::Abi;
+use sframe::Abi;
 
 /// `SHT_GNU_SFRAME`, the section type binutils ≥ 2.45 gives `.sframe`.
 pub const SHT_GNU_SFRAME: u32 = 0x6fff_fff4;
@@ -132,7 +132,7 @@ pub struct CfiInput {
     /// Its SFrame ABI.
     pub abi: Abi,
     /// Which CFI section was found.
-    pub kind: kmodel::sframe::generate::CfiKind,
+    pub kind: sframe::write::generate::CfiKind,
     /// That section's bytes.
     pub cfi: Vec<u8>,
     /// Its address.
@@ -146,7 +146,7 @@ pub struct CfiInput {
 /// Reads `path` for SFrame generation: `.eh_frame`, else `.debug_frame`.
 pub fn load_cfi(path: &str) -> Result<CfiInput, InputError> {
     use goblin::elf::header::{EM_AARCH64, EM_S390, EM_X86_64};
-    use kmodel::sframe::generate::CfiKind;
+    use sframe::write::generate::CfiKind;
     let data = std::fs::read(path).map_err(|source| InputError::Io { path: path.into(), source })?;
     let bad = |reason: String| InputError::BadElf { path: path.into(), reason };
     let elf = Elf::parse(&data).map_err(|e| bad(e.to_string()))?;

@@ -9,8 +9,8 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use kmodel::sframe::generate::{self, Cfi};
-use kmodel::sframe::{write, Section, Version};
+use sframe::write::generate::{self, Cfi};
+use sframe::{write, Section, Version};
 use unwindlab::{elf, inject};
 
 fn build(gcc: &str, name: &str, flags: &[&str]) -> PathBuf {
@@ -127,8 +127,8 @@ fn injected_runs_the_same(gcc: &str, qemu: &str, name: &str, flags: &[&str]) {
     let loaded = elf::load(injected.to_str().unwrap(), 0).unwrap();
     assert_eq!((loaded.base, loaded.bytes.as_slice()), (ours.address, ours.section.as_slice()));
     let options =
-        kmodel::sframe::validate::Options { profile: kmodel::sframe::validate::Profile::Kernel, text: loaded.text };
-    let report = kmodel::sframe::validate::check(loaded.bytes.as_slice(), loaded.base, &options);
+        sframe::read::validate::Options { profile: sframe::read::validate::Profile::Kernel, text: loaded.text };
+    let report = sframe::read::validate::check(loaded.bytes.as_slice(), loaded.base, &options);
     assert!(report.is_valid(), "{name}: {:?}", report.problems);
     let other = simple_frame_rs::SFrameSection::from(&loaded.bytes, loaded.base).unwrap();
     // simple-frame-rs finds an FDE for every function the section covers.

@@ -1,9 +1,9 @@
 //! `unwindlab sframe dump|lookup|check`.
 
 use clap::{Args, Subcommand};
-use kmodel::sframe::dump::{self, ObjdumpStyle};
-use kmodel::sframe::validate::{self, Profile};
-use kmodel::sframe::{Abi, Base, CfaRule, Lookup, Recovery, RowRule, Section};
+use sframe::read::dump::{self, ObjdumpStyle};
+use sframe::read::validate::{self, Profile};
+use sframe::{Abi, Base, CfaRule, Lookup, Recovery, RowRule, Section};
 
 use super::{emit, emit_line, parse_addr, EXIT_INVALID, EXIT_OK, EXIT_USAGE};
 use crate::elf::{self, SframeInput};

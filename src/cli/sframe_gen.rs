@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use kmodel::sframe::generate::{self, Cfi, Generated};
-use kmodel::sframe::{write, Version};
+use sframe::write::generate::{self, Cfi, Generated};
+use sframe::{write, Version};
 
 use super::{emit, emit_line, EXIT_INVALID, EXIT_OK, EXIT_USAGE};
 use crate::elf::{self, CfiInput};
@@ -39,7 +39,7 @@ pub struct Summary {
     /// The input file.
     pub file: String,
     /// ABI of the section.
-    pub abi: kmodel::sframe::Abi,
+    pub abi: sframe::Abi,
     /// SFrame version written.
     pub version: u8,
     /// Which CFI section was read.

@@ -2,12 +2,12 @@
 //! any version, byte order and ABI. Choices follow gas: the narrowest FRE
 //! start-address type for the function and the narrowest word size per row.
 
-use super::fde::{FdeKind, PcType};
-use super::header::{Abi, Version, F_FDE_FUNC_START_PCREL, HEADER_SIZE, MAGIC};
-use super::rule::{Base, Recovery, RowRule, S390X_CFA_OFFSET_ADJUSTMENT, S390X_CFA_OFFSET_ALIGNMENT_FACTOR};
-use super::source::ByteSource;
-use super::source::Endian;
-use super::{Error, Section};
+use crate::read::dump;
+use crate::read::fde::{FdeKind, PcType};
+use crate::read::header::{Abi, Version, F_FDE_FUNC_START_PCREL, HEADER_SIZE, MAGIC};
+use crate::read::rule::{Base, Recovery, RowRule, S390X_CFA_OFFSET_ADJUSTMENT, S390X_CFA_OFFSET_ALIGNMENT_FACTOR};
+use crate::read::source::{ByteSource, Endian};
+use crate::read::{Error, Section};
 
 /// One data word, with the signedness its position gives it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,7 +108,7 @@ impl RawSection {
     /// array order, words with the signedness their position gives them).
     pub fn decode<S: ByteSource>(section: &Section<S>) -> Result<Self, Error> {
         let h = section.header();
-        let listing = super::dump::listing(section)?;
+        let listing = dump::listing(section)?;
         let functions = listing
             .functions
             .into_iter()

@@ -8,10 +8,10 @@ use gimli::{
     UnwindContext, UnwindSection, Vendor,
 };
 
-use super::header::{Abi, Version, F_FDE_FUNC_START_PCREL, F_FDE_SORTED};
-use super::rule::{Base, CfaRule, FrameRule, Recovery, RowRule};
-use super::source::Endian;
-use super::write::{Encoding, RawFunction, RawRow, RawSection};
+use super::{Encoding, RawFunction, RawRow, RawSection};
+use crate::read::header::{Abi, Version, F_FDE_FUNC_START_PCREL, F_FDE_SORTED};
+use crate::read::rule::{Base, CfaRule, FrameRule, Recovery, RowRule};
+use crate::read::source::Endian;
 
 /// Which DWARF CFI section the bytes are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -61,7 +61,7 @@ pub struct Skipped {
     pub reason: String,
 }
 
-/// The result: a table ready for [`super::write::encode`] and the report.
+/// The result: a table ready for [`encode`](super::encode) and the report.
 #[derive(Debug, Clone)]
 pub struct Generated {
     /// The section to write (FDEs sorted by address).
