@@ -9,9 +9,9 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use sframe::elf::{self, inject};
 use sframe::write::generate::{self, Cfi};
 use sframe::{write, Section, Version};
-use unwindlab::{elf, inject};
 
 fn build(gcc: &str, name: &str, flags: &[&str]) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sframe-generate");

@@ -3,12 +3,11 @@
 
 use std::collections::BTreeMap;
 
+use sframe::elf::{self, inject, CfiInput};
 use sframe::write::generate::{self, Cfi, Generated};
 use sframe::{write, Version};
 
 use super::{emit, emit_line, EXIT_INVALID, EXIT_OK, EXIT_USAGE};
-use crate::elf::{self, CfiInput};
-use crate::inject;
 
 /// Options of `sframe gen`.
 #[derive(Debug, clap::Args)]

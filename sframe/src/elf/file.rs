@@ -2,12 +2,9 @@
 //! section bytes.
 
 use goblin::elf::Elf;
-use sframe::Abi;
 
-/// `SHT_GNU_SFRAME`, the section type binutils ≥ 2.45 gives `.sframe`.
-pub const SHT_GNU_SFRAME: u32 = 0x6fff_fff4;
-/// `PT_GNU_SFRAME`, the program header covering `.sframe` in linked files.
-pub const PT_GNU_SFRAME: u32 = 0x6474_e554;
+use super::SHT_GNU_SFRAME;
+use crate::Abi;
 
 /// The section bytes to work on and where they live.
 #[derive(Debug, Clone)]
@@ -125,6 +122,7 @@ fn text_range(elf: &Elf<'_>) -> Option<(u64, u64)> {
 }
 
 /// What the SFrame generator needs from an ELF file.
+#[cfg(feature = "generate")]
 #[derive(Debug, Clone)]
 pub struct CfiInput {
     /// The file's bytes (for injection).
@@ -132,7 +130,7 @@ pub struct CfiInput {
     /// Its SFrame ABI.
     pub abi: Abi,
     /// Which CFI section was found.
-    pub kind: sframe::write::generate::CfiKind,
+    pub kind: crate::write::generate::CfiKind,
     /// That section's bytes.
     pub cfi: Vec<u8>,
     /// Its address.
@@ -144,9 +142,10 @@ pub struct CfiInput {
 }
 
 /// Reads `path` for SFrame generation: `.eh_frame`, else `.debug_frame`.
+#[cfg(feature = "generate")]
 pub fn load_cfi(path: &str) -> Result<CfiInput, InputError> {
+    use crate::write::generate::CfiKind;
     use goblin::elf::header::{EM_AARCH64, EM_S390, EM_X86_64};
-    use sframe::write::generate::CfiKind;
     let data = std::fs::read(path).map_err(|source| InputError::Io { path: path.into(), source })?;
     let bad = |reason: String| InputError::BadElf { path: path.into(), reason };
     let elf = Elf::parse(&data).map_err(|e| bad(e.to_string()))?;
@@ -189,6 +188,7 @@ pub fn load_cfi(path: &str) -> Result<CfiInput, InputError> {
     Ok(CfiInput { abi, kind, cfi_address: sh.sh_addr, cfi, text_bytes, symbols, data })
 }
 
+#[cfg(feature = "generate")]
 impl CfiInput {
     /// The name of the function containing `address`, if a symbol says.
     pub fn function_name(&self, address: u64) -> Option<&str> {
