@@ -8,10 +8,24 @@ mod common;
 
 use std::process::Command;
 
-fn injected_unwinds_in_the_lab(gcc: &str, name: &str, flags: &[&str]) {
-    if !common::tools_or_skip(&[gcc]) {
-        return;
+/// (compiler, name, flags) of each program; a static PIE is moved at load.
+const PROGRAMS: [(&str, &str, &[&str]); 4] = [
+    ("gcc", "inj-x86", &["-O2", "-static"]),
+    ("gcc", "inj-x86-pie", &["-O2", "-static-pie"]),
+    ("aarch64-linux-gnu-gcc", "inj-a64", &["-O2", "-static"]),
+    ("s390x-linux-gnu-gcc", "inj-s390x", &["-O2", "-static"]),
+];
+
+#[test]
+fn injected_binaries_unwind_in_the_lab() {
+    for (gcc, name, flags) in PROGRAMS {
+        if common::tools_or_skip(&[gcc]) {
+            injected_unwinds_in_the_lab(gcc, name, flags);
+        }
     }
+}
+
+fn injected_unwinds_in_the_lab(gcc: &str, name: &str, flags: &[&str]) {
     let original = common::build_prog(gcc, "cli-sframe-gen", name, flags);
     let injected = original.with_extension("sframe-v3");
     let out = Command::new(env!("CARGO_BIN_EXE_unwindlab"))
@@ -35,24 +49,4 @@ fn injected_unwinds_in_the_lab(gcc: &str, name: &str, flags: &[&str]) {
     assert!(sframe.samples >= 10, "{name}: {sframe:?}");
     assert!(sframe.exact * 20 >= sframe.samples * 17, "{name}: {sframe:?}");
     assert_eq!(sframe.wrong, 0, "{name}: {sframe:?}");
-}
-
-#[test]
-fn injected_x86_64_binary_unwinds_in_the_lab() {
-    injected_unwinds_in_the_lab("gcc", "inj-x86", &["-O2", "-static"]);
-}
-
-#[test]
-fn injected_x86_64_static_pie_unwinds_in_the_lab() {
-    injected_unwinds_in_the_lab("gcc", "inj-x86-pie", &["-O2", "-static-pie"]);
-}
-
-#[test]
-fn injected_aarch64_binary_unwinds_in_the_lab() {
-    injected_unwinds_in_the_lab("aarch64-linux-gnu-gcc", "inj-a64", &["-O2", "-static"]);
-}
-
-#[test]
-fn injected_s390x_binary_unwinds_in_the_lab() {
-    injected_unwinds_in_the_lab("s390x-linux-gnu-gcc", "inj-s390x", &["-O2", "-static"]);
 }

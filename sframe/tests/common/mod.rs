@@ -39,14 +39,7 @@ struct Json {
 
 /// The 108 simple-frame-rs vectors (binutils 2.40–2.46).
 pub fn simple_frame_vectors() -> Vec<Vector> {
-    let dir = data_dir().join("simple-frame-rs");
-    let mut paths: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .collect();
-    paths.sort();
-    paths
+    json_files(&data_dir().join("simple-frame-rs"))
         .into_iter()
         .map(|p| {
             let json: Json = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
@@ -58,6 +51,17 @@ pub fn simple_frame_vectors() -> Vec<Vector> {
             }
         })
         .collect()
+}
+
+/// The `.json` files in `dir`, sorted.
+pub fn json_files(dir: &Path) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    paths.sort();
+    paths
 }
 
 /// The V1 samples made with Debian's binutils 2.40 (section address from
