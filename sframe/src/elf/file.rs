@@ -63,6 +63,23 @@ pub fn bfd_target(elf: &Elf<'_>) -> String {
 
 /// Reads `path`: an ELF file's `.sframe` section (by name, or by type
 /// `SHT_GNU_SFRAME`), or the whole file as raw section bytes at `raw_base`.
+///
+/// ```no_run
+/// use sframe::read::validate::{check, Options};
+/// use sframe::Section;
+///
+/// let input = sframe::elf::load("prog", 0)?;
+/// if !input.found {
+///     println!("prog has no .sframe section");
+/// } else {
+///     // Every function the section describes lies in the executable segments.
+///     let report = check(input.bytes.as_slice(), input.base, &Options { text: input.text, ..Default::default() });
+///     println!("valid: {}", report.is_valid());
+///     let section = Section::parse(input.bytes.as_slice(), input.base)?;
+///     println!("{:?}", section.lookup(0x401000)?);
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn load(path: &str, raw_base: u64) -> Result<SframeInput, InputError> {
     let data = std::fs::read(path).map_err(|source| InputError::Io { path: path.into(), source })?;
     if !data.starts_with(b"\x7fELF") {
@@ -142,6 +159,24 @@ pub struct CfiInput {
 }
 
 /// Reads `path` for SFrame generation: `.eh_frame`, else `.debug_frame`.
+///
+/// The whole way from a binary without SFrame to one with it:
+///
+/// ```no_run
+/// use sframe::elf::{self, inject};
+/// use sframe::write::encode;
+/// use sframe::write::generate::{generate, Cfi};
+/// use sframe::Version;
+///
+/// let input = elf::load_cfi("prog")?;
+/// let cfi = Cfi { kind: input.kind, data: &input.cfi, address: input.cfi_address };
+/// let generated = generate(&cfi, input.abi, Version::V3)?;
+/// // The section is encoded for the address the new segment will have.
+/// let address = inject::placement(&input.data)?.address;
+/// let section = encode(&generated.table, address)?;
+/// std::fs::write("prog.sframe", inject::inject(&input.data, &section)?)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[cfg(feature = "generate")]
 pub fn load_cfi(path: &str) -> Result<CfiInput, InputError> {
     use crate::write::generate::CfiKind;

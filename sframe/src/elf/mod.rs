@@ -11,6 +11,9 @@
 //! * [`inject`] adds a generated section to an executable in a new segment
 //!   with a [`PT_GNU_SFRAME`] program header, leaving the rest in place.
 
+// The list above links to items that only exist with the features.
+#![cfg_attr(not(all(feature = "elf", feature = "generate")), allow(rustdoc::broken_intra_doc_links))]
+
 /// `SHT_GNU_SFRAME`, the section type binutils ≥ 2.45 gives `.sframe`.
 pub const SHT_GNU_SFRAME: u32 = 0x6fff_fff4;
 /// `PT_GNU_SFRAME`, the program header covering `.sframe` in linked files.
