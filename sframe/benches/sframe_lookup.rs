@@ -1,5 +1,6 @@
-//! Lookups of random PCs in a large section (5,000 functions), unwindlab's
-//! reader against `simple-frame-rs` on the same bytes, V2 and V3.
+//! Lookups of random PCs in a large section (5,000 functions), this crate's
+//! reader (reported as `unwindlab`) against `simple-frame-rs` on the same
+//! bytes, V2 and V3.
 //! `make bench-sframe` runs this and writes the ratio to BENCHMARKS.md.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};

@@ -1,9 +1,9 @@
 //! Where section bytes come from.
 //!
 //! The kernel reads `.sframe` straight out of user memory, where any access may
-//! fault, so every decoder in this module reads through [`ByteSource`] instead of
-//! holding a slice. A slice is the trivial source; the emulator's user memory
-//! (faultable or not) is another.
+//! fault, so every decoder of the reader goes through [`ByteSource`] instead of
+//! holding a slice. A slice is the trivial source; a model of user memory
+//! (unwindlab's kernel model reads emulated memory that way) is another.
 
 use super::Error;
 

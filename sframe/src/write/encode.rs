@@ -233,7 +233,11 @@ fn fde_info(f: &RawFunction) -> u8 {
 ///     flags: F_FDE_SORTED,
 ///     cfa_fixed_fp_offset: 0,
 ///     cfa_fixed_ra_offset: 0,
-///     functions: vec![RawFunction::new(0x1000, 0x40, vec![RawRow::new(0, true, &[0]), RawRow::new(6, true, &[20, -48, -72])])],
+///     functions: vec![RawFunction::new(
+///         0x1000,
+///         0x40,
+///         vec![RawRow::new(0, true, &[0]), RawRow::new(6, true, &[20, -48, -72])],
+///     )],
 /// };
 /// let bytes = encode(&table, 0x10_0000)?;
 /// assert_eq!(&bytes[..2], &[0xde, 0xe2]); // the magic, big-endian
