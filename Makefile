@@ -43,7 +43,7 @@ fuzz:
 
 # Lookup speed against simple-frame-rs, as ratios from one run.
 bench-sframe:
-	$(CARGO) bench --locked -p kmodel --bench sframe_lookup
+	$(CARGO) bench --locked -p sframe --bench sframe_lookup
 	@python3 scripts/criterion-ratios.py sframe_lookup_V2 sframe_lookup_V3
 
 # The kernel model's throughput: deferred requests vs the classic baselines,

@@ -7,7 +7,7 @@ set -euo pipefail
 bin=${1:-target/release/unwindlab}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-src=tests/data/toolchain/prog.c
+src=sframe/tests/data/toolchain/prog.c
 gcc -O2 -static -o "$out/x86_64" "$src"
 aarch64-linux-gnu-gcc -O2 -static -o "$out/aarch64" "$src"
 s390x-linux-gnu-gcc -O2 -static -o "$out/s390x" "$src"

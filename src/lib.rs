@@ -4,5 +4,3 @@
 #![warn(missing_docs)]
 
 pub mod cli;
-pub mod elf;
-pub mod inject;

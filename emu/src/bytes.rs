@@ -4,7 +4,7 @@
 //! stat`, iovecs, timespecs, s390x's mmap argument block) is laid out in the
 //! guest's byte order, which is big-endian on s390x.
 
-pub use kmodel::sframe::Endian;
+pub use sframe::Endian;
 
 /// Encodes `value` into `out` (1, 2, 4 or 8 bytes) in byte order `endian`.
 pub fn put(endian: Endian, out: &mut [u8], value: u64) {

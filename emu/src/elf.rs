@@ -11,9 +11,7 @@ use crate::memory::{page_down, Perms, PAGE_SIZE};
 use goblin::elf::header::{ET_DYN, ET_EXEC};
 use goblin::elf::program_header::{PF_R, PF_W, PF_X, PT_INTERP, PT_LOAD, PT_PHDR};
 use goblin::elf::Elf;
-
-/// `PT_GNU_SFRAME`: the segment holding `.sframe`.
-pub const PT_GNU_SFRAME: u32 = 0x6474_e554;
+use sframe::elf::PT_GNU_SFRAME;
 
 /// Lowest address a segment may occupy (Linux's default `mmap_min_addr`).
 const MIN_ADDR: u64 = 0x1_0000;

@@ -468,7 +468,7 @@ impl Emulator {
         Ok(evicted)
     }
 
-    /// A [`kmodel::sframe::ByteSource`] over `len` bytes of guest memory at `base`.
+    /// A [`sframe::ByteSource`] over `len` bytes of guest memory at `base`.
     pub fn view(&mut self, base: u64, len: u64, mode: ReadMode) -> crate::view::GuestView<'_> {
         crate::view::GuestView::new(self, base, len, mode)
     }

@@ -8,7 +8,7 @@
 //! run can be stopped at any instruction count and resumed with identical
 //! results. Guest memory tracks page residency, and the kernel side can read
 //! it faultably or not ([`ReadMode`]), also as an SFrame
-//! [`ByteSource`](kmodel::sframe::ByteSource) ([`GuestView`]).
+//! [`ByteSource`](sframe::ByteSource) ([`GuestView`]).
 //!
 //! ```no_run
 //! use emu::{Config, Emulator, Exit};

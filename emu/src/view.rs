@@ -3,7 +3,7 @@
 
 use crate::emulator::Emulator;
 use crate::memory::ReadMode;
-use kmodel::sframe::{ByteSource, Fault};
+use sframe::{ByteSource, Fault};
 use std::cell::RefCell;
 
 /// `len` bytes of guest memory at `base`, read in one [`ReadMode`].

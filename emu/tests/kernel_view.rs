@@ -6,7 +6,7 @@
 
 use emu::{Arch, Config, Emulator, NmiSource, PAGE_SIZE};
 use kmodel::memory::{Access, MemError, UserBytes, UserMemory};
-use kmodel::sframe::Section;
+use sframe::Section;
 use std::path::PathBuf;
 
 fn lab_v3(arch: Arch) -> PathBuf {

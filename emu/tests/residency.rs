@@ -6,7 +6,7 @@
 mod common;
 
 use emu::{Arch, Emulator, MemFault, ReadMode, RunLimit, Stop, PAGE_SIZE};
-use kmodel::sframe::Section;
+use sframe::Section;
 
 #[test]
 fn non_faultable_read_fails_without_side_effects_and_faultable_read_is_counted() {

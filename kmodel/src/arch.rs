@@ -1,7 +1,7 @@
 //! The three architectures the model unwinds, and what differs between
 //! them: word size and byte order, register roles, frame-pointer layouts.
 
-use crate::sframe::Abi;
+use sframe::Abi;
 
 /// A user-space architecture.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]

@@ -1,8 +1,8 @@
 //! unwindlab's kernel model: an executable model of Linux's deferred user
 //! unwinding (`kernel/unwind/deferred.c`), its user unwinders (`user.c`,
 //! the SFrame series' `sframe.c`) and their consumers, driven step by step
-//! by a host (the emulator, or a test), plus the SFrame reader ([`sframe`])
-//! everything stands on.
+//! by a host (the emulator, or a test). SFrame sections are read with the
+//! [`sframe`] crate, through [`memory::UserBytes`], user memory that may fault.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -14,6 +14,5 @@ pub mod interleave;
 pub mod invariants;
 pub mod kernel;
 pub mod memory;
-pub mod sframe;
 pub mod tracer;
 pub mod unwind;

@@ -4,7 +4,7 @@
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 
-use crate::sframe::{ByteSource, Fault};
+use sframe::{ByteSource, Fault};
 
 /// Whether a read may take a page fault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -331,9 +331,9 @@ fn nmi_from_user_mode_v6_19_reenters_at_once_v6_17_unwinds_a_later_stack() {
 #[test]
 fn sframe_pages_not_resident_at_nmi_time_are_faulted_in_by_the_deferred_unwind() {
     use kmodel::memory::{Access, UserMemory};
-    use kmodel::sframe::write::{encode, RawFunction, RawRow, RawSection};
-    use kmodel::sframe::{Abi, Version};
     use kmodel::unwind::{unwind_user, UnwindConfig};
+    use sframe::write::{encode, RawFunction, RawRow, RawSection};
+    use sframe::{Abi, Version};
 
     // main (0x401000..0x401100) called by start (0x402000..0x402100); both
     // keep a frame-less SFrame row: CFA = SP + 8 after the call.

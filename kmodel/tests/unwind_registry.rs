@@ -5,9 +5,9 @@ mod unwind_support;
 
 use kmodel::arch::Arch;
 use kmodel::memory::{Access, PagedMemory};
-use kmodel::sframe::write::{RawFunction, RawRow};
-use kmodel::sframe::{Abi, Version};
 use kmodel::unwind::{RegError, SframeMode, SframeRegistry};
+use sframe::write::{RawFunction, RawRow};
+use sframe::{Abi, Version};
 use unwind_support::{place, table, SFRAME, TEXT};
 
 fn functions() -> Vec<RawFunction> {
@@ -15,7 +15,7 @@ fn functions() -> Vec<RawFunction> {
 }
 
 /// Section bytes for `t` placed at [`SFRAME`]; returns the memory and the range.
-fn placed(t: &kmodel::sframe::write::RawSection) -> (PagedMemory, (u64, u64)) {
+fn placed(t: &sframe::write::RawSection) -> (PagedMemory, (u64, u64)) {
     let mut mem = PagedMemory::new();
     let end = place(&mut mem, t, SFRAME);
     (mem, (SFRAME, end))
@@ -58,11 +58,11 @@ fn kernel_strict_accepts_only_v3_and_lab_accepts_every_version() {
 #[test]
 fn headers_the_kernel_refuses_are_refused() {
     let base = table(Version::V3, Abi::Amd64, functions());
-    let with_flags = |flags: u8| kmodel::sframe::write::RawSection { flags, ..base.clone() };
+    let with_flags = |flags: u8| sframe::write::RawSection { flags, ..base.clone() };
     let cases = [
         (with_flags(0x4), "SFRAME_F_FDE_SORTED is not set"),
         (with_flags(0x1), "SFRAME_F_FDE_FUNC_START_PCREL is not set"),
-        (kmodel::sframe::write::RawSection { functions: vec![], ..base.clone() }, "no FDE/FRE entries"),
+        (sframe::write::RawSection { functions: vec![], ..base.clone() }, "no FDE/FRE entries"),
         (table(Version::V2, Abi::Aarch64Little, vec![]), "no FDE/FRE entries"),
     ];
     for (t, why) in cases {

@@ -6,9 +6,9 @@ mod unwind_support;
 
 use kmodel::arch::{Arch, UserRegs};
 use kmodel::memory::{Access, PagedMemory};
-use kmodel::sframe::write::{RawFunction, RawRow, Word};
-use kmodel::sframe::{Abi, Version};
 use kmodel::unwind::{unwind_user, Method, SframeRegistry, Stop, Trace, UnwindConfig, UNWIND_MAX_ENTRIES};
+use sframe::write::{RawFunction, RawRow, Word};
+use sframe::{Abi, Version};
 use unwind_support::{ctl, flex_row, frame_record, registered, table, word, SFRAME, STACK, TEXT};
 
 fn run(regs: &UserRegs, mem: &PagedMemory, registry: &mut SframeRegistry, access: Access) -> Trace {
@@ -449,7 +449,7 @@ fn hostile_sections_and_stacks_never_panic() {
             word(&mut mem, arch, SP + 8 * i, value);
         }
         let t = table(Version::V3, abi, functions);
-        let bytes = kmodel::sframe::write::encode(&t, SFRAME).unwrap();
+        let bytes = sframe::write::encode(&t, SFRAME).unwrap();
         let registry = registered(&mut mem, arch, &t);
         for byte in 28..bytes.len() {
             for bit in 0..8 {

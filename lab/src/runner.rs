@@ -369,7 +369,7 @@ fn load_guest(g: &crate::scenario::Guest, config: Config) -> Result<(Emulator, S
             .and_then(|elf| {
                 elf.program_headers
                     .iter()
-                    .find(|p| p.p_type == emu::elf::PT_GNU_SFRAME)
+                    .find(|p| p.p_type == sframe::elf::PT_GNU_SFRAME)
                     .map(|p| (p.p_offset, p.p_filesz))
             })
             .ok_or_else(|| guest_err(&g.name, "sframe_patch given but the program has no PT_GNU_SFRAME"))?;

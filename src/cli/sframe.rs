@@ -1,12 +1,12 @@
 //! `unwindlab sframe dump|lookup|check`.
 
 use clap::{Args, Subcommand};
-use kmodel::sframe::dump::{self, ObjdumpStyle};
-use kmodel::sframe::validate::{self, Profile};
-use kmodel::sframe::{Abi, Base, CfaRule, Lookup, Recovery, RowRule, Section};
+use sframe::elf::{self, SframeInput};
+use sframe::read::dump::{self, ObjdumpStyle};
+use sframe::read::validate::{self, Profile};
+use sframe::{Abi, Base, CfaRule, Lookup, Recovery, RowRule, Section};
 
 use super::{emit, emit_line, parse_addr, EXIT_INVALID, EXIT_OK, EXIT_USAGE};
-use crate::elf::{self, SframeInput};
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum SframeCommand {

@@ -3,12 +3,11 @@
 
 use std::collections::BTreeMap;
 
-use kmodel::sframe::generate::{self, Cfi, Generated};
-use kmodel::sframe::{write, Version};
+use sframe::elf::{self, inject, CfiInput};
+use sframe::write::generate::{self, Cfi, Generated};
+use sframe::{write, Version};
 
 use super::{emit, emit_line, EXIT_INVALID, EXIT_OK, EXIT_USAGE};
-use crate::elf::{self, CfiInput};
-use crate::inject;
 
 /// Options of `sframe gen`.
 #[derive(Debug, clap::Args)]
@@ -39,7 +38,7 @@ pub struct Summary {
     /// The input file.
     pub file: String,
     /// ABI of the section.
-    pub abi: kmodel::sframe::Abi,
+    pub abi: sframe::Abi,
     /// SFrame version written.
     pub version: u8,
     /// Which CFI section was read.

@@ -23,8 +23,8 @@ use std::collections::BTreeMap;
 
 use crate::arch::Arch;
 use crate::memory::{Access, MemError, UserBytes, UserMemory};
-use crate::sframe::header::HEADER_SIZE;
-use crate::sframe::{
+use sframe::read::header::HEADER_SIZE;
+use sframe::read::{
     rule, Base, ByteSource, Error, Fault, Fde, FdeKind, FrameRule, Fre, PcType, Recovery, RowRule, Section, Version,
     V1_AMD64_PLT_ENTRY_SIZE,
 };
@@ -397,7 +397,7 @@ fn find_fre<S: ByteSource>(
         let h = section.header();
         let rep = match h.version {
             // V1 has no repetition size; the reader's PLT heuristic applies.
-            Version::V1 if h.abi == crate::sframe::Abi::Amd64 => u32::from(V1_AMD64_PLT_ENTRY_SIZE),
+            Version::V1 if h.abi == sframe::Abi::Amd64 => u32::from(V1_AMD64_PLT_ENTRY_SIZE),
             Version::V1 => 0,
             // The kernel divides by it unchecked; a zero here is its oops.
             _ if fde.rep_size == 0 => return Err(corrupt("PC-type MASK with repetition size 0")),

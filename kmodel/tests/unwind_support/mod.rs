@@ -5,9 +5,9 @@
 
 use kmodel::arch::Arch;
 use kmodel::memory::{Access, PagedMemory};
-use kmodel::sframe::write::{encode, RawFunction, RawRow, RawSection, Word};
-use kmodel::sframe::{Abi, Version};
 use kmodel::unwind::{SframeMode, SframeRegistry};
+use sframe::write::{encode, RawFunction, RawRow, RawSection, Word};
+use sframe::{Abi, Version};
 
 /// Where the tests put their stacks.
 pub const STACK: u64 = 0x7000_0000;

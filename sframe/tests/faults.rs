@@ -5,8 +5,8 @@
 use std::cell::RefCell;
 use std::collections::BTreeSet;
 
-use kmodel::sframe::write::{encode, RawFunction, RawRow, RawSection};
-use kmodel::sframe::{Abi, ByteSource, Error, Fault, Section, Version};
+use sframe::write::{encode, RawFunction, RawRow, RawSection};
+use sframe::{Abi, ByteSource, Error, Fault, Section, Version};
 
 const PAGE: u64 = 64;
 

@@ -3,11 +3,11 @@
 //! rows, 1/2/4-byte offsets and words), and rule encoding that decodes to
 //! the rule it came from. Seeded, so every run explores the same cases.
 
-use kmodel::sframe::rule::{self, Base, CfaRule, FrameRule, Recovery, RowRule};
-use kmodel::sframe::write::{encode, Encoding, RawFunction, RawRow, RawSection, Word};
-use kmodel::sframe::{Abi, Section, Version};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+use sframe::read::rule::{self, Base, CfaRule, FrameRule, Recovery, RowRule};
+use sframe::write::{encode, Encoding, RawFunction, RawRow, RawSection, Word};
+use sframe::{Abi, Section, Version};
 
 fn abi() -> impl Strategy<Value = Abi> {
     prop_oneof![Just(Abi::Amd64), Just(Abi::Aarch64Little), Just(Abi::Aarch64Big), Just(Abi::S390x)]
@@ -116,9 +116,9 @@ fn decode_of_encode_is_identity() {
         .run(&table(), |(table, base)| {
             let bytes = encode(&table, base).expect("valid table encodes");
             let section = Section::parse(bytes.as_slice(), base).expect("encoded section parses");
-            let report = kmodel::sframe::validate::check(bytes.as_slice(), base, &Default::default());
+            let report = sframe::read::validate::check(bytes.as_slice(), base, &Default::default());
             // Flex rows with arbitrary register numbers are structurally valid.
-            let in_bounds = report.problems.iter().all(|p| !matches!(p, kmodel::sframe::Error::OutOfBounds { .. }));
+            let in_bounds = report.problems.iter().all(|p| !matches!(p, sframe::Error::OutOfBounds { .. }));
             prop_assert!(in_bounds);
             prop_assert_eq!(RawSection::decode(&section).unwrap(), table);
             Ok(())

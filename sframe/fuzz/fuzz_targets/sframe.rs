@@ -2,7 +2,8 @@
 //! up must return values (never panic, hang or over-allocate).
 #![no_main]
 
-use kmodel::sframe::{dump, validate, Section};
+use sframe::read::{dump, validate};
+use sframe::Section;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -1,32 +1,12 @@
-//! An exact SFrame (`.sframe`) reader for V1, V2 and V3, all four ABIs and
-//! both byte orders, safe on hostile bytes.
-//!
-//! Data flows one way: [`Section::parse`] checks the header and layout,
-//! [`Section::fde`] decodes one function descriptor, [`Section::fres`]
-//! iterates its rows, [`rule::interpret`] turns a row into recovery rules,
-//! and [`Section::lookup`] does PC → FDE → FRE → rule. All reads go through
-//! [`ByteSource`], so the same code runs over a slice or over emulated user
-//! memory that may fault.
+//! A section at a known address: the entry point of reading, and lookup
+//! (PC → FDE → FRE → rule).
 
-pub mod dump;
-mod error;
-pub mod fde;
-pub mod fre;
-pub mod generate;
-pub mod header;
-pub mod rule;
-pub mod source;
-pub mod validate;
-pub mod write;
-
-pub use error::Error;
-pub use fde::{Fde, FdeKind, FreType, PcType};
-pub use fre::Fre;
-pub use header::{Abi, Header, Layout, Version};
-pub use rule::{Base, CfaRule, FrameRule, Recovery, RowRule};
-pub use source::{ByteSource, Endian, Fault};
-
-use source::Reader;
+use super::fde::{self, Fde, PcType};
+use super::fre::{self, Fre};
+use super::header::{Abi, Header, Layout, Version};
+use super::rule::{self, RowRule};
+use super::source::{ByteSource, Reader};
+use super::Error;
 
 /// V1 has no repetition size: ld 2.40's only PC-type MASK FDEs are the
 /// x86-64 pltN entries, 16 bytes each, so V1 MASK lookups on AMD64 use it.

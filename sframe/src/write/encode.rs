@@ -2,12 +2,12 @@
 //! any version, byte order and ABI. Choices follow gas: the narrowest FRE
 //! start-address type for the function and the narrowest word size per row.
 
-use super::fde::{FdeKind, PcType};
-use super::header::{Abi, Version, F_FDE_FUNC_START_PCREL, HEADER_SIZE, MAGIC};
-use super::rule::{Base, Recovery, RowRule, S390X_CFA_OFFSET_ADJUSTMENT, S390X_CFA_OFFSET_ALIGNMENT_FACTOR};
-use super::source::ByteSource;
-use super::source::Endian;
-use super::{Error, Section};
+use crate::read::dump;
+use crate::read::fde::{FdeKind, PcType};
+use crate::read::header::{Abi, Version, F_FDE_FUNC_START_PCREL, HEADER_SIZE, MAGIC};
+use crate::read::rule::{Base, Recovery, RowRule, S390X_CFA_OFFSET_ADJUSTMENT, S390X_CFA_OFFSET_ALIGNMENT_FACTOR};
+use crate::read::source::{ByteSource, Endian};
+use crate::read::{Error, Section};
 
 /// One data word, with the signedness its position gives it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,7 +108,7 @@ impl RawSection {
     /// array order, words with the signedness their position gives them).
     pub fn decode<S: ByteSource>(section: &Section<S>) -> Result<Self, Error> {
         let h = section.header();
-        let listing = super::dump::listing(section)?;
+        let listing = dump::listing(section)?;
         let functions = listing
             .functions
             .into_iter()
@@ -218,7 +218,35 @@ fn fde_info(f: &RawFunction) -> u8 {
         | (u8::from(f.signal) << 7)
 }
 
-/// Encodes `table` as a section whose first byte will be at address `base`.
+/// Encodes `table` as a section whose first byte will be at address `base`
+/// (PC-relative and section-relative start fields depend on it).
+///
+/// ```
+/// use sframe::read::header::F_FDE_SORTED;
+/// use sframe::write::{encode, RawFunction, RawRow, RawSection};
+/// use sframe::{Abi, Section, Version};
+///
+/// // s390x: big-endian, CFA offsets stored scaled; RA and FP saved on the stack.
+/// let table = RawSection {
+///     version: Version::V2,
+///     abi: Abi::S390x,
+///     flags: F_FDE_SORTED,
+///     cfa_fixed_fp_offset: 0,
+///     cfa_fixed_ra_offset: 0,
+///     functions: vec![RawFunction::new(
+///         0x1000,
+///         0x40,
+///         vec![RawRow::new(0, true, &[0]), RawRow::new(6, true, &[20, -48, -72])],
+///     )],
+/// };
+/// let bytes = encode(&table, 0x10_0000)?;
+/// assert_eq!(&bytes[..2], &[0xde, 0xe2]); // the magic, big-endian
+///
+/// // Reading it back gives the same table.
+/// let section = Section::parse(bytes.as_slice(), 0x10_0000)?;
+/// assert_eq!(RawSection::decode(&section)?, table);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn encode(table: &RawSection, base: u64) -> Result<Vec<u8>, WriteError> {
     let endian = table.abi.endian();
     let fde_size = table.version.fde_size();
@@ -344,6 +372,26 @@ impl Encoding {
 
     /// Encodes `rule` as a row of a default FDE (§5.1), or says why the
     /// default interpretation cannot express it.
+    ///
+    /// ```
+    /// use sframe::write::{Encoding, RawRow};
+    /// use sframe::{Abi, Base, CfaRule, FrameRule, Recovery, RowRule, Version};
+    ///
+    /// let gas = Encoding::gas(Version::V3, Abi::Amd64);
+    /// let after_push = |base| {
+    ///     RowRule::Frame(FrameRule {
+    ///         cfa: CfaRule { base, offset: 16, deref: false },
+    ///         ra: Recovery::Fixed(-8),
+    ///         fp: Recovery::Cfa { offset: -16, deref: true },
+    ///         ra_mangled: false,
+    ///     })
+    /// };
+    /// // CFA offset and FP offset; the RA needs no word (fixed at CFA-8).
+    /// assert_eq!(gas.default_row(1, &after_push(Base::Sp)), Ok(RawRow::new(1, true, &[16, -16])));
+    /// // A CFA based on another register takes a flex row.
+    /// assert!(gas.default_row(1, &after_push(Base::Reg(10))).is_err());
+    /// assert!(gas.flex_row(1, &after_push(Base::Reg(10))).is_ok());
+    /// ```
     pub fn default_row(&self, start: u32, rule: &RowRule) -> Result<RawRow, &'static str> {
         let frame = match rule {
             RowRule::Outermost if self.version == Version::V1 => return Err("V1 cannot mark an outermost frame"),

@@ -7,7 +7,7 @@
 use goblin::elf::program_header::{PF_R, PT_LOAD, PT_PHDR};
 use goblin::elf::Elf;
 
-use crate::elf::{PT_GNU_SFRAME, SHT_GNU_SFRAME};
+use super::{PT_GNU_SFRAME, SHT_GNU_SFRAME};
 
 const PHDR_SIZE: u64 = 56;
 const SHDR_SIZE: u64 = 64;

@@ -8,10 +8,10 @@ use gimli::{
     UnwindContext, UnwindSection, Vendor,
 };
 
-use super::header::{Abi, Version, F_FDE_FUNC_START_PCREL, F_FDE_SORTED};
-use super::rule::{Base, CfaRule, FrameRule, Recovery, RowRule};
-use super::source::Endian;
-use super::write::{Encoding, RawFunction, RawRow, RawSection};
+use super::{Encoding, RawFunction, RawRow, RawSection};
+use crate::read::header::{Abi, Version, F_FDE_FUNC_START_PCREL, F_FDE_SORTED};
+use crate::read::rule::{Base, CfaRule, FrameRule, Recovery, RowRule};
+use crate::read::source::Endian;
 
 /// Which DWARF CFI section the bytes are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -61,7 +61,7 @@ pub struct Skipped {
     pub reason: String,
 }
 
-/// The result: a table ready for [`super::write::encode`] and the report.
+/// The result: a table ready for [`encode`](super::encode) and the report.
 #[derive(Debug, Clone)]
 pub struct Generated {
     /// The section to write (FDEs sorted by address).
@@ -90,6 +90,38 @@ pub enum GenError {
 }
 
 /// Generates an SFrame table for `abi` in `version` (2 or 3) from `cfi`.
+///
+/// ```
+/// use sframe::write::encode;
+/// use sframe::write::generate::{generate, Cfi, CfiKind};
+/// use sframe::{Abi, Base, Recovery, RowRule, Section, Version};
+///
+/// // A little-endian .debug_frame with one CIE and one FDE.
+/// #[rustfmt::skip]
+/// let cfi: Vec<u8> = [
+///     // CIE: length 20, CIE id, version 1, no augmentation, code alignment 1,
+///     // data alignment -8, RA column 16; CFA = rsp+8, RA at CFA-8; padding.
+///     &[20, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 1, 0, 1, 0x78, 16][..],
+///     &[0x0c, 7, 8, 0x90, 1, 0, 0, 0, 0, 0, 0][..],
+///     // FDE: length 28, its CIE at offset 0, function 0x401000 of 32 bytes;
+///     // from byte 1 on (after `push %rbp`): CFA = rsp+16, rbp at CFA-16.
+///     &[28, 0, 0, 0, 0, 0, 0, 0][..],
+///     &0x401000u64.to_le_bytes(),
+///     &32u64.to_le_bytes(),
+///     &[0x41, 0x0e, 16, 0x86, 2, 0, 0, 0][..],
+/// ].concat();
+///
+/// let cfi = Cfi { kind: CfiKind::DebugFrame, data: &cfi, address: 0 };
+/// let generated = generate(&cfi, Abi::Amd64, Version::V3)?;
+/// assert_eq!((generated.fdes, generated.covered.len(), generated.skipped.len()), (1, 1, 0));
+///
+/// let bytes = encode(&generated.table, 0x402000)?;
+/// let section = Section::parse(bytes.as_slice(), 0x402000)?;
+/// let RowRule::Frame(frame) = section.lookup(0x401004)?.unwrap().rule else { unreachable!() };
+/// assert_eq!((frame.cfa.base, frame.cfa.offset), (Base::Sp, 16));
+/// assert_eq!(frame.fp, Recovery::Cfa { offset: -16, deref: true });
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn generate(cfi: &Cfi<'_>, abi: Abi, version: Version) -> Result<Generated, GenError> {
     let endian = match abi.endian() {
         Endian::Little => RunTimeEndian::Little,

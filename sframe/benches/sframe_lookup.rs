@@ -1,10 +1,11 @@
-//! Lookups of random PCs in a large section (5,000 functions), unwindlab's
-//! reader against `simple-frame-rs` on the same bytes, V2 and V3.
+//! Lookups of random PCs in a large section (5,000 functions), this crate's
+//! reader (reported as `unwindlab`) against `simple-frame-rs` on the same
+//! bytes, V2 and V3.
 //! `make bench-sframe` runs this and writes the ratio to BENCHMARKS.md.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
-use kmodel::sframe::write::{encode, RawFunction, RawRow, RawSection};
-use kmodel::sframe::{Abi, Section, Version};
+use sframe::write::{encode, RawFunction, RawRow, RawSection};
+use sframe::{Abi, Section, Version};
 
 /// A deterministic generator (no unseeded randomness in benchmarks either).
 struct Lcg(u64);
@@ -52,7 +53,7 @@ fn ours(section: &Section<&[u8]>, pcs: &[u64]) -> i64 {
     let mut acc = 0i64;
     for &pc in pcs {
         if let Ok(Some(found)) = section.lookup(pc) {
-            if let kmodel::sframe::RowRule::Frame(f) = found.rule {
+            if let sframe::RowRule::Frame(f) = found.rule {
                 acc += i64::from(f.cfa.offset);
             }
         }

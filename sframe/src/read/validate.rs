@@ -61,6 +61,32 @@ pub struct Options {
 }
 
 /// Checks `src` (section bytes at address `base`) completely.
+///
+/// ```
+/// use sframe::read::header::F_FDE_SORTED;
+/// use sframe::read::validate::{check, Options, Profile};
+/// use sframe::write::{encode, RawFunction, RawRow, RawSection};
+/// use sframe::{Abi, Error, Version};
+///
+/// // A sorted V2 section with one function, as binutils 2.41 writes it.
+/// let table = RawSection {
+///     version: Version::V2,
+///     abi: Abi::Amd64,
+///     flags: F_FDE_SORTED,
+///     cfa_fixed_fp_offset: 0,
+///     cfa_fixed_ra_offset: -8,
+///     functions: vec![RawFunction::new(0x1000, 16, vec![RawRow::new(0, true, &[8])])],
+/// };
+/// let bytes = encode(&table, 0x8000)?;
+///
+/// // libsframe accepts it; the kernel wants V3 with PC-relative starts.
+/// assert!(check(bytes.as_slice(), 0x8000, &Options::default()).is_valid());
+/// let kernel = Options { profile: Profile::Kernel, text: Some((0x1000, 0x2000)) };
+/// let report = check(bytes.as_slice(), 0x8000, &kernel);
+/// assert_eq!(report.fdes, 1);
+/// assert!(report.problems.contains(&Error::KernelRejects("only SFrame version 3 is accepted")));
+/// # Ok::<(), sframe::write::WriteError>(())
+/// ```
 pub fn check<S: ByteSource>(src: S, base: u64, options: &Options) -> Report {
     let mut report = Report::default();
     match Section::parse(src, base) {

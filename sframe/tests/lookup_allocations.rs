@@ -4,8 +4,8 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use kmodel::sframe::write::{encode, RawFunction, RawRow, RawSection};
-use kmodel::sframe::{Abi, Section, Version};
+use sframe::write::{encode, RawFunction, RawRow, RawSection};
+use sframe::{Abi, Section, Version};
 
 struct Counting;
 

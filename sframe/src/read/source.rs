@@ -1,9 +1,9 @@
 //! Where section bytes come from.
 //!
 //! The kernel reads `.sframe` straight out of user memory, where any access may
-//! fault, so every decoder in this module reads through [`ByteSource`] instead of
-//! holding a slice. A slice is the trivial source; the emulator's user memory
-//! (faultable or not) is another.
+//! fault, so every decoder of the reader goes through [`ByteSource`] instead of
+//! holding a slice. A slice is the trivial source; a model of user memory
+//! (unwindlab's kernel model reads emulated memory that way) is another.
 
 use super::Error;
 
@@ -16,6 +16,39 @@ pub struct Fault {
 }
 
 /// Random-access bytes of one `.sframe` section, offsets counted from its start.
+///
+/// `[u8]`, `Vec<u8>` and references to sources are sources. A source of
+/// one's own decides when a read fails; the reader reports that as
+/// [`Error::Fault`] with the offset, and the same lookup succeeds once the
+/// bytes can be read.
+///
+/// ```
+/// use sframe::{ByteSource, Error, Fault, Section};
+///
+/// /// Section bytes of which only those from `resident_from` on can be read.
+/// struct Paged<'a> {
+///     bytes: &'a [u8],
+///     resident_from: u64,
+/// }
+///
+/// impl ByteSource for Paged<'_> {
+///     fn size(&self) -> u64 {
+///         self.bytes.len() as u64
+///     }
+///
+///     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), Fault> {
+///         if offset < self.resident_from {
+///             return Err(Fault { offset });
+///         }
+///         self.bytes.read_at(offset, buf)
+///     }
+/// }
+///
+/// let bytes = [0u8; 128];
+/// let Err(err) = Section::parse(Paged { bytes: &bytes, resident_from: 64 }, 0) else { unreachable!() };
+/// assert_eq!(err, Error::Fault { offset: 0 });
+/// assert!(err.is_fault()); // a fault, not corrupt data: worth retrying
+/// ```
 pub trait ByteSource {
     /// Size of the section in bytes; every read stays below it.
     fn size(&self) -> u64;

@@ -6,7 +6,7 @@
 mod common;
 
 use fallible_iterator::FallibleIterator;
-use kmodel::sframe::{Base, FdeKind, PcType, Recovery, RowRule, Section};
+use sframe::{Base, FdeKind, PcType, Recovery, RowRule, Section};
 use simple_frame_rs::{SFrameFRE, SFrameSection};
 
 /// A rule in a form both implementations can be mapped to.
@@ -128,8 +128,8 @@ fn agrees_with_simple_frame_rs_at_every_pc() {
 /// 16-byte entries. PC entry+11 must give sp+16.
 #[test]
 fn simple_frame_rs_mask_lookup_picks_the_first_row() {
-    use kmodel::sframe::write::{encode, RawFunction, RawRow, RawSection, Word};
-    use kmodel::sframe::{Abi, Version};
+    use sframe::write::{encode, RawFunction, RawRow, RawSection, Word};
+    use sframe::{Abi, Version};
     let row = |start, cfa| RawRow { start, cfa_base_sp: true, ra_mangled: false, words: vec![Word::Signed(cfa)] };
     let base = 0x3000;
     for version in [Version::V2, Version::V3] {

@@ -123,6 +123,37 @@ pub fn listing<S: ByteSource>(section: &Section<S>) -> Result<Listing, Error> {
 }
 
 /// objdump's text for a listing, from "Contents of the SFrame section" on.
+///
+/// ```
+/// use sframe::read::dump::{file_banner, listing, objdump_text, ObjdumpStyle};
+/// use sframe::read::header::{F_FDE_FUNC_START_PCREL, F_FDE_SORTED};
+/// use sframe::write::{encode, RawFunction, RawRow, RawSection};
+/// use sframe::{Abi, Section, Version};
+///
+/// let table = RawSection {
+///     version: Version::V3,
+///     abi: Abi::Amd64,
+///     flags: F_FDE_SORTED | F_FDE_FUNC_START_PCREL,
+///     cfa_fixed_fp_offset: 0,
+///     cfa_fixed_ra_offset: -8,
+///     functions: vec![RawFunction::new(
+///         0x401000,
+///         32,
+///         vec![RawRow::new(0, true, &[8]), RawRow::new(1, true, &[16, -16])],
+///     )],
+/// };
+/// let bytes = encode(&table, 0x402000)?;
+/// let section = Section::parse(bytes.as_slice(), 0x402000)?;
+/// let text = objdump_text(&listing(&section)?, ObjdumpStyle::for_header(section.header()));
+/// print!("{}{text}", file_banner("prog", "elf64-x86-64")); // what `objdump --sframe prog` prints
+///
+/// // objdump pads its columns with trailing blanks.
+/// let lines: Vec<&str> = text.lines().map(str::trim_end).collect();
+/// assert!(lines.contains(&"    Version: SFRAME_VERSION_3"));
+/// assert!(lines.contains(&"    func idx [0]: pc = 0x401000, size = 32 bytes"));
+/// assert!(lines.contains(&"    0000000000401001  sp+16     c-16      f"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn objdump_text(listing: &Listing, style: ObjdumpStyle) -> String {
     let h = &listing.header;
     let mut out = String::new();

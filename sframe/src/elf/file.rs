@@ -2,12 +2,9 @@
 //! section bytes.
 
 use goblin::elf::Elf;
-use kmodel::sframe::Abi;
 
-/// `SHT_GNU_SFRAME`, the section type binutils ≥ 2.45 gives `.sframe`.
-pub const SHT_GNU_SFRAME: u32 = 0x6fff_fff4;
-/// `PT_GNU_SFRAME`, the program header covering `.sframe` in linked files.
-pub const PT_GNU_SFRAME: u32 = 0x6474_e554;
+use super::SHT_GNU_SFRAME;
+use crate::Abi;
 
 /// The section bytes to work on and where they live.
 #[derive(Debug, Clone)]
@@ -66,6 +63,23 @@ pub fn bfd_target(elf: &Elf<'_>) -> String {
 
 /// Reads `path`: an ELF file's `.sframe` section (by name, or by type
 /// `SHT_GNU_SFRAME`), or the whole file as raw section bytes at `raw_base`.
+///
+/// ```no_run
+/// use sframe::read::validate::{check, Options};
+/// use sframe::Section;
+///
+/// let input = sframe::elf::load("prog", 0)?;
+/// if !input.found {
+///     println!("prog has no .sframe section");
+/// } else {
+///     // Every function the section describes lies in the executable segments.
+///     let report = check(input.bytes.as_slice(), input.base, &Options { text: input.text, ..Default::default() });
+///     println!("valid: {}", report.is_valid());
+///     let section = Section::parse(input.bytes.as_slice(), input.base)?;
+///     println!("{:?}", section.lookup(0x401000)?);
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn load(path: &str, raw_base: u64) -> Result<SframeInput, InputError> {
     let data = std::fs::read(path).map_err(|source| InputError::Io { path: path.into(), source })?;
     if !data.starts_with(b"\x7fELF") {
@@ -125,6 +139,7 @@ fn text_range(elf: &Elf<'_>) -> Option<(u64, u64)> {
 }
 
 /// What the SFrame generator needs from an ELF file.
+#[cfg(feature = "generate")]
 #[derive(Debug, Clone)]
 pub struct CfiInput {
     /// The file's bytes (for injection).
@@ -132,7 +147,7 @@ pub struct CfiInput {
     /// Its SFrame ABI.
     pub abi: Abi,
     /// Which CFI section was found.
-    pub kind: kmodel::sframe::generate::CfiKind,
+    pub kind: crate::write::generate::CfiKind,
     /// That section's bytes.
     pub cfi: Vec<u8>,
     /// Its address.
@@ -144,9 +159,28 @@ pub struct CfiInput {
 }
 
 /// Reads `path` for SFrame generation: `.eh_frame`, else `.debug_frame`.
+///
+/// The whole way from a binary without SFrame to one with it:
+///
+/// ```no_run
+/// use sframe::elf::{self, inject};
+/// use sframe::write::encode;
+/// use sframe::write::generate::{generate, Cfi};
+/// use sframe::Version;
+///
+/// let input = elf::load_cfi("prog")?;
+/// let cfi = Cfi { kind: input.kind, data: &input.cfi, address: input.cfi_address };
+/// let generated = generate(&cfi, input.abi, Version::V3)?;
+/// // The section is encoded for the address the new segment will have.
+/// let address = inject::placement(&input.data)?.address;
+/// let section = encode(&generated.table, address)?;
+/// std::fs::write("prog.sframe", inject::inject(&input.data, &section)?)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[cfg(feature = "generate")]
 pub fn load_cfi(path: &str) -> Result<CfiInput, InputError> {
+    use crate::write::generate::CfiKind;
     use goblin::elf::header::{EM_AARCH64, EM_S390, EM_X86_64};
-    use kmodel::sframe::generate::CfiKind;
     let data = std::fs::read(path).map_err(|source| InputError::Io { path: path.into(), source })?;
     let bad = |reason: String| InputError::BadElf { path: path.into(), reason };
     let elf = Elf::parse(&data).map_err(|e| bad(e.to_string()))?;
@@ -189,6 +223,7 @@ pub fn load_cfi(path: &str) -> Result<CfiInput, InputError> {
     Ok(CfiInput { abi, kind, cfi_address: sh.sh_addr, cfi, text_bytes, symbols, data })
 }
 
+#[cfg(feature = "generate")]
 impl CfiInput {
     /// The name of the function containing `address`, if a symbol says.
     pub fn function_name(&self, address: u64) -> Option<&str> {

@@ -4,9 +4,9 @@
 
 mod common;
 
-use kmodel::sframe::dump::{self, ObjdumpStyle};
-use kmodel::sframe::write::{encode, RawFunction, RawRow, RawSection, Word};
-use kmodel::sframe::{Abi, Section, Version};
+use sframe::read::dump::{self, ObjdumpStyle};
+use sframe::write::{encode, RawFunction, RawRow, RawSection, Word};
+use sframe::{Abi, Section, Version};
 
 #[test]
 fn re_encoding_every_vector_preserves_every_row_and_gas_size_choices() {
@@ -94,7 +94,7 @@ fn s390x_v2_stack_slots_and_scaled_cfa() {
     );
     let section = Section::parse(bytes.as_slice(), 0).unwrap();
     let found = section.lookup(0xd).unwrap().unwrap();
-    let kmodel::sframe::RowRule::Frame(frame) = found.rule else { panic!() };
+    let sframe::RowRule::Frame(frame) = found.rule else { panic!() };
     assert_eq!(frame.cfa.offset, 160);
 }
 

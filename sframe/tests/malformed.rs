@@ -3,8 +3,9 @@
 
 mod common;
 
-use kmodel::sframe::validate::{self, Options, Profile};
-use kmodel::sframe::{dump, Error, Section};
+use sframe::read::dump;
+use sframe::read::validate::{self, Options, Profile};
+use sframe::{Error, Section};
 
 /// Runs every entry point over `bytes`; returns whether the section parsed.
 fn exercise(bytes: &[u8], base: u64) -> bool {
@@ -109,7 +110,7 @@ fn absurd_fde_counts_stop_at_the_end_of_the_fre_subsection() {
             let mut bytes = v.bytes.clone();
             match h.version {
                 // V1/V2: FRE count field at +12; V3: u16 in the attribute record.
-                kmodel::sframe::Version::V3 => {
+                sframe::Version::V3 => {
                     let fde = section.fde(index as u32).unwrap();
                     let attr = (fde.fres_at - 5) as usize;
                     bytes[attr] = 0xff;
@@ -132,8 +133,8 @@ fn absurd_fde_counts_stop_at_the_end_of_the_fre_subsection() {
 /// 20,000 FDEs × 1,000 rows would be 20 million row decodes.
 #[test]
 fn shared_fre_blocks_do_not_multiply_work() {
-    use kmodel::sframe::write::{encode, RawFunction, RawRow, RawSection};
-    use kmodel::sframe::{Abi, Version};
+    use sframe::write::{encode, RawFunction, RawRow, RawSection};
+    use sframe::{Abi, Version};
     let rows: Vec<RawRow> = (0..1000).map(|i| RawRow::new(i, true, &[8])).collect();
     let mut table = RawSection {
         version: Version::V2,

@@ -2,8 +2,8 @@
 
 mod common;
 
-use kmodel::sframe::dump::{self, ObjdumpStyle};
-use kmodel::sframe::Section;
+use sframe::read::dump::{self, ObjdumpStyle};
+use sframe::Section;
 
 fn our_text(v: &common::Vector) -> String {
     let (file, target) = common::banner(&v.objdump);
