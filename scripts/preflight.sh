@@ -10,11 +10,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-missing=()   # "package (what failed)"
-need() { # need PACKAGE WHAT: records a missing package once
-  local p
-  for p in "${missing[@]}"; do [ "${p%% *}" = "$1" ] && return; done
-  missing+=("$1 ($2)")
+order=()            # packages in the order their problems were found
+declare -A why=()   # package -> what failed, "; "-separated
+need() { # need PACKAGE WHAT
+  if [ -z "${why[$1]+x}" ]; then order+=("$1"); why[$1]=$2; else why[$1]+="; $2"; fi
 }
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 
@@ -59,9 +58,10 @@ for probe in "${probes[@]}"; do
   [ "$out" = hello ] || need qemu-user "$arch static hello printed '${out:0:60}'"
 done
 
-if [ ${#missing[@]} -ne 0 ]; then
-  names=$(printf '%s\n' "${missing[@]}" | awk '{print $1}' | tr '\n' ' ')
-  echo "preflight: install the Debian package(s) ${names% }: $(IFS=';'; echo "${missing[*]}" | sed 's/;/; /g') — 'make deps' as root does it, or apt-get install --no-install-recommends ${names% }" >&2
+if [ ${#order[@]} -ne 0 ]; then
+  details=""
+  for pkg in "${order[@]}"; do details+="${details:+, }$pkg (${why[$pkg]})"; done
+  echo "preflight: missing Debian package(s): $details. Install: apt-get install --no-install-recommends ${order[*]} (or 'make deps' as root)" >&2
   exit 1
 fi
 echo "preflight: toolchains, qemu-user and chromium work; static hello ran on x86-64, AArch64 and s390x"
