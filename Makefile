@@ -58,3 +58,9 @@ bench-emu:
 
 clean:
 	$(CARGO) clean
+
+# Coverage-guided fuzzing of scenario files (generated, mutated and raw
+# JSON; guests with corrupted ELF headers); nightly and cargo-fuzz, as above.
+.PHONY: fuzz-scenario
+fuzz-scenario:
+	scripts/fuzz-scenario.sh $(FUZZ_SECONDS)

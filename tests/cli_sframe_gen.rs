@@ -41,7 +41,7 @@ fn injected_unwinds_in_the_lab(gcc: &str, name: &str, flags: &[&str]) {
         &injected,
         &["one".into(), "two".into()],
         997,
-        &[lab::scenario::UnwinderName::Sframe],
+        &[kmodel::unwind::Method::Sframe],
         &mut |_| {},
     )
     .unwrap();

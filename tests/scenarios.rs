@@ -148,6 +148,6 @@ fn a_tracer_cancelled_twice_is_reported() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "an expectation failed: {stdout}");
     assert!(stdout.contains("INVARIANT VIOLATIONS: 1"), "{stdout}");
-    assert!(stdout.contains("invariant P1 violated: WorkId(1) (ftrace) cancelled twice"), "{stdout}");
+    assert!(stdout.contains("invariant P1 violated: work 1 (ftrace) cancelled twice"), "{stdout}");
     assert!(stdout.contains("EXPECTATION FAILED: 1 invariant violation(s)"), "{stdout}");
 }

@@ -92,7 +92,7 @@ impl Image {
         let bad = |problem: String| Error::BadElf { file: file.to_string(), problem };
         let elf = Elf::parse(bytes).map_err(|e| bad(format!("not a readable ELF file: {e}")))?;
         let header = &elf.header;
-        let arch = Arch::from_elf_machine(header.e_machine).ok_or_else(|| {
+        let arch = crate::arch::from_elf_machine(header.e_machine).ok_or_else(|| {
             bad(format!(
                 "unsupported machine {} (e_machine {}); supported: x86-64, AArch64, s390x",
                 goblin::elf::header::machine_to_str(header.e_machine),
@@ -102,7 +102,7 @@ impl Image {
         if !elf.is_64 {
             return Err(bad(format!("32-bit ELF for {arch}; only 64-bit programs are supported")));
         }
-        let little = arch.info().endian == crate::bytes::Endian::Little;
+        let little = crate::arch::info(arch).endian == crate::bytes::Endian::Little;
         if elf.little_endian != little {
             return Err(bad(format!("{arch} program in the wrong byte order")));
         }
@@ -119,7 +119,7 @@ impl Image {
         let lowest = loads.iter().map(|ph| ph.p_vaddr).min().ok_or_else(|| bad("no PT_LOAD segment".into()))?;
         let bias = match kind {
             ElfKind::Exec => 0,
-            ElfKind::StaticPie => arch.info().pie_base.wrapping_sub(page_down(lowest)),
+            ElfKind::StaticPie => crate::arch::info(arch).pie_base.wrapping_sub(page_down(lowest)),
         };
 
         let mut segments: Vec<Segment> = Vec::with_capacity(loads.len());
@@ -180,11 +180,19 @@ impl Image {
             return Err(bad(format!("program headers at {phdr:#x} are not loaded")));
         }
 
-        let sframe = elf
-            .program_headers
-            .iter()
-            .find(|ph| ph.p_type == PT_GNU_SFRAME)
-            .map(|ph| Located { addr: ph.p_vaddr.wrapping_add(bias), size: ph.p_memsz });
+        let sframe = match elf.program_headers.iter().find(|ph| ph.p_type == PT_GNU_SFRAME) {
+            Some(ph) => {
+                let addr = ph.p_vaddr.wrapping_add(bias);
+                if addr.checked_add(ph.p_memsz).is_none_or(|end| end > crate::layout::USER_TOP) {
+                    return Err(bad(format!(
+                        "PT_GNU_SFRAME (address {:#x}, size {:#x}) lies outside the user address space",
+                        ph.p_vaddr, ph.p_memsz
+                    )));
+                }
+                Some(Located { addr, size: ph.p_memsz })
+            }
+            None => None,
+        };
 
         Ok(Image { file: file.to_string(), arch, kind, bias, entry, phdr, phent, phnum, segments, sframe, end })
     }

@@ -6,9 +6,9 @@ use crate::bytes::{self, Endian};
 use crate::elf::{Image, Located};
 use crate::engine::{self, Engine, Trap};
 use crate::error::Error;
-use crate::kernel::{Clock, Input, Output, Rng, Signals, Stdin};
 use crate::layout;
-use crate::memory::{page_down, page_up, Access, Area, AreaKind, MemFault, PageStats, PageTable, Perms, ReadMode};
+use crate::memory::{page_down, page_up, AccessKind, Area, AreaKind, MemFault, PageStats, PageTable, Perms};
+use crate::process::{Clock, Input, Output, Rng, Signals, Stdin};
 use crate::shadow::ShadowStack;
 use crate::sigframe::{self, si_code, Cause};
 use crate::signal;
@@ -16,6 +16,7 @@ use crate::stack::{self, at, StackSpec};
 use crate::syscall::Fd;
 use crate::syscall::{self, SyscallRecord};
 use crate::track::{self, Tracker, Tracking};
+use kmodel::memory::Access;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use unicorn_engine::{uc_error, Prot};
@@ -230,7 +231,7 @@ impl Emulator {
     /// Prepares the program with contents `bytes` (named `file` in messages) to run.
     pub fn new(file: &str, bytes: &[u8], config: Config) -> Result<Emulator, Error> {
         let image = Image::parse(file, bytes)?;
-        let machine = image.arch.machine();
+        let machine = crate::arch::machine(image.arch);
         let engine_err = |what| move |err| Error::Engine { file: file.to_string(), what, err };
         let tracker = Tracker::new(image.arch, config.tracking).map_err(|err| Error::Setup {
             file: file.to_string(),
@@ -431,29 +432,29 @@ impl Emulator {
         self.pages().stats()
     }
 
-    /// Reads guest memory as the kernel would: [`ReadMode::Faultable`] brings
-    /// non-resident pages in (counted), [`ReadMode::NonFaultable`] fails on
+    /// Reads guest memory as the kernel would: [`Access::Faultable`] brings
+    /// non-resident pages in (counted), [`Access::NoFault`] fails on
     /// them and changes nothing. Either fails, without side effects, on
     /// unmapped or unreadable memory.
-    pub fn read(&mut self, addr: u64, buf: &mut [u8], mode: ReadMode) -> Result<(), MemFault> {
-        self.pages().check(addr, buf.len() as u64, Access::Read, mode)?;
-        if mode == ReadMode::Faultable {
+    pub fn read(&mut self, addr: u64, buf: &mut [u8], mode: Access) -> Result<(), MemFault> {
+        self.pages().check(addr, buf.len() as u64, AccessKind::Read, mode)?;
+        if mode == Access::Faultable {
             self.pages_mut().fault_in(addr, buf.len() as u64);
         }
         self.uc.mem_read(addr, buf).map_err(|_| MemFault::Unmapped { addr })
     }
 
     /// Reads guest memory without faulting and without needing `&mut self`
-    /// (a [`ReadMode::NonFaultable`] read).
+    /// (an [`Access::NoFault`] read).
     pub fn read_nofault(&self, addr: u64, buf: &mut [u8]) -> Result<(), MemFault> {
-        self.pages().check(addr, buf.len() as u64, Access::Read, ReadMode::NonFaultable)?;
+        self.pages().check(addr, buf.len() as u64, AccessKind::Read, Access::NoFault)?;
         self.uc.mem_read(addr, buf).map_err(|_| MemFault::Unmapped { addr })
     }
 
     /// Writes guest memory as the kernel would (`copy_to_user`): the range must
     /// be mapped writable; non-resident pages are brought in and counted.
     pub fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), MemFault> {
-        self.pages().check(addr, data.len() as u64, Access::Write, ReadMode::Faultable)?;
+        self.pages().check(addr, data.len() as u64, AccessKind::Write, Access::Faultable)?;
         self.pages_mut().fault_in(addr, data.len() as u64);
         self.uc.mem_write(addr, data).map_err(|_| MemFault::Unmapped { addr })
     }
@@ -469,23 +470,23 @@ impl Emulator {
     }
 
     /// A [`sframe::ByteSource`] over `len` bytes of guest memory at `base`.
-    pub fn view(&mut self, base: u64, len: u64, mode: ReadMode) -> crate::view::GuestView<'_> {
+    pub fn view(&mut self, base: u64, len: u64, mode: Access) -> crate::view::GuestView<'_> {
         crate::view::GuestView::new(self, base, len, mode)
     }
 
     /// Reads `len` bytes (faultable).
     pub(crate) fn read_vec(&mut self, addr: u64, len: u64) -> Result<Vec<u8>, MemFault> {
         // Check before allocating: `len` comes from the guest.
-        self.pages().check(addr, len, Access::Read, ReadMode::Faultable)?;
+        self.pages().check(addr, len, AccessKind::Read, Access::Faultable)?;
         let mut buf = vec![0u8; len as usize];
-        self.read(addr, &mut buf, ReadMode::Faultable)?;
+        self.read(addr, &mut buf, Access::Faultable)?;
         Ok(buf)
     }
 
     /// Reads an unsigned integer of `width` bytes in the guest's byte order (faultable).
     pub(crate) fn read_uint(&mut self, addr: u64, width: usize) -> Result<u64, MemFault> {
         let mut buf = [0u8; 8];
-        self.read(addr, &mut buf[..width], ReadMode::Faultable)?;
+        self.read(addr, &mut buf[..width], Access::Faultable)?;
         Ok(bytes::get(self.endian(), &buf[..width]))
     }
 
@@ -813,8 +814,8 @@ impl Emulator {
     /// (Linux's `force_sig`).
     fn raise_synchronous(&mut self, sig: u32, cause: Cause) -> Result<(), Error> {
         let handler = self.signals.actions[sig as usize].handler;
-        let blocked = self.signals.blocked & crate::kernel::sig_bit(sig) != 0;
-        if handler == crate::kernel::SIG_DFL || handler == crate::kernel::SIG_IGN || blocked {
+        let blocked = self.signals.blocked & crate::process::sig_bit(sig) != 0;
+        if handler == crate::process::SIG_DFL || handler == crate::process::SIG_IGN || blocked {
             return self.terminate(sig);
         }
         sigframe::deliver(self, sig, cause)
@@ -826,7 +827,7 @@ impl Emulator {
         if !(1..=64).contains(&sig) {
             return Err(Error::Setup { file: self.image.file.clone(), problem: format!("no signal {sig}") });
         }
-        self.signals.pending |= crate::kernel::sig_bit(sig);
+        self.signals.pending |= crate::process::sig_bit(sig);
         Ok(())
     }
 
@@ -838,11 +839,11 @@ impl Emulator {
             return Ok(false);
         }
         let sig = ready.trailing_zeros() + 1;
-        self.signals.pending &= !crate::kernel::sig_bit(sig);
+        self.signals.pending &= !crate::process::sig_bit(sig);
         let code = self.signals.sent_code[sig as usize];
         match self.signals.actions[sig as usize].handler {
-            crate::kernel::SIG_IGN => Ok(false),
-            crate::kernel::SIG_DFL => match signal::default_action(sig) {
+            crate::process::SIG_IGN => Ok(false),
+            crate::process::SIG_DFL => match signal::default_action(sig) {
                 signal::DefaultAction::Terminate => {
                     self.terminate(sig)?;
                     Ok(true)

@@ -9,7 +9,7 @@
 //! instruction count and the ground-truth stack ([`crate::track`]).
 
 use crate::arch::{Machine, SyscallEntry};
-use crate::memory::{Access, PageTable};
+use crate::memory::{AccessKind, PageTable};
 use crate::track::{self, Tracker, Tracking};
 use unicorn_engine::{uc_error, MemType, Prot, TlbEntry, TlbType, Unicorn, X86Insn};
 
@@ -61,9 +61,9 @@ pub(crate) fn create(machine: &'static dyn Machine, tracker: Tracker) -> Result<
 
     uc.add_tlb_hook(1, 0, |uc, page, kind| {
         let access = match kind {
-            MemType::WRITE => Access::Write,
-            MemType::FETCH => Access::Execute,
-            _ => Access::Read,
+            MemType::WRITE => AccessKind::Write,
+            MemType::FETCH => AccessKind::Execute,
+            _ => AccessKind::Read,
         };
         let perms = uc.get_data_mut().pages.guest_touch(page, access)?;
         Some(TlbEntry { paddr: page, perms: Prot(u32::from(perms.bits())) })

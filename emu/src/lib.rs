@@ -7,7 +7,8 @@
 //! (derived from the instruction count), randomness comes from a seed, and a
 //! run can be stopped at any instruction count and resumed with identical
 //! results. Guest memory tracks page residency, and the kernel side can read
-//! it faultably or not ([`ReadMode`]), also as an SFrame
+//! it faultably or not (the kernel model's
+//! [`Access`](kmodel::memory::Access)), also as an SFrame
 //! [`ByteSource`](sframe::ByteSource) ([`GuestView`]).
 //!
 //! ```no_run
@@ -20,9 +21,11 @@
 //!
 //! # How it is built
 //!
-//! * **Architectures** ([`arch`]): one [`Machine`] trait, one small impl per
-//!   architecture; everything constant (registers, syscall convention,
-//!   `struct stat` layout, `AT_HWCAP`, trampolines) is an [`ArchInfo`] table.
+//! * **Architectures** ([`arch`]): the architecture is the kernel model's
+//!   [`Arch`]; one [`Machine`] trait, one small impl per architecture
+//!   ([`arch::machine`]); everything constant (registers, syscall
+//!   convention, `struct stat` layout, `AT_HWCAP`, trampolines) is an
+//!   [`ArchInfo`] table ([`arch::info`]).
 //! * **Memory** ([`memory`], [`engine`]): Unicorn runs with its *virtual*
 //!   TLB, whose fill hook consults the [`PageTable`]. A fill is the guest
 //!   touching a page: a non-resident page becomes resident and is counted as
@@ -44,6 +47,11 @@
 //! * **The kernel model's view** ([`UserView`], `From<&Regs>` for
 //!   [`kmodel::arch::UserRegs`]): user memory with faultable and
 //!   non-faultable reads, registers by DWARF number.
+//! * **The process** (`process.rs`): what the kernel keeps per process
+//!   besides memory: the heap break, standard streams ([`Stdin`]), the
+//!   virtual clock, the random stream, signal dispositions ([`SigAction`]).
+//! * **On the host** ([`host`]): a program run like `qemu-user` runs it, with
+//!   the host's environment and streams (`unwindlab exec`).
 //! * **Signals** ([`sigframe`]): handlers run on Linux's own frame layout for
 //!   each architecture, so unwinders can walk through them; the sigreturn
 //!   trampolines live in a vDSO-like page.
@@ -57,10 +65,11 @@ mod emulator;
 pub mod engine;
 mod error;
 pub mod flow;
-mod kernel;
+pub mod host;
 pub mod layout;
 pub mod memory;
 mod nmi;
+mod process;
 pub mod shadow;
 pub mod sigframe;
 pub mod signal;
@@ -73,9 +82,9 @@ mod view;
 pub use arch::{Arch, ArchInfo, Machine};
 pub use emulator::{Config, Emulator, Event, Exit, Regs, RunLimit, Stop};
 pub use error::Error;
-pub use kernel::{SigAction, Stdin};
-pub use memory::{Access, Area, AreaKind, MemFault, PageStats, PageTable, Perms, ReadMode, PAGE_SIZE};
+pub use memory::{AccessKind, Area, AreaKind, MemFault, PageStats, PageTable, Perms, PAGE_SIZE};
 pub use nmi::{NmiPoint, NmiSource};
+pub use process::{SigAction, Stdin};
 pub use shadow::{After, FrameKind, ShadowFrame, ShadowStack};
 pub use syscall::SyscallRecord;
 pub use track::Tracking;

@@ -13,6 +13,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use kmodel::memory::Access;
+
 /// Size of a guest page on all three architectures.
 pub const PAGE_SIZE: u64 = 4096;
 
@@ -58,7 +60,7 @@ impl Perms {
     }
 
     /// Whether `access` is allowed.
-    pub fn allows(self, access: Access) -> bool {
+    pub fn allows(self, access: AccessKind) -> bool {
         self.contains(access.needs())
     }
 }
@@ -79,7 +81,7 @@ impl std::fmt::Display for Perms {
 
 /// A kind of memory access.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Access {
+pub enum AccessKind {
     /// A load.
     Read,
     /// A store.
@@ -88,12 +90,22 @@ pub enum Access {
     Execute,
 }
 
-impl Access {
+impl std::fmt::Display for AccessKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            AccessKind::Read => "read",
+            AccessKind::Write => "write",
+            AccessKind::Execute => "execute",
+        })
+    }
+}
+
+impl AccessKind {
     fn needs(self) -> Perms {
         match self {
-            Access::Read => Perms::READ,
-            Access::Write => Perms::WRITE,
-            Access::Execute => Perms::EXEC,
+            AccessKind::Read => Perms::READ,
+            AccessKind::Write => Perms::WRITE,
+            AccessKind::Execute => Perms::EXEC,
         }
     }
 }
@@ -128,17 +140,6 @@ pub struct Area {
     pub kind: AreaKind,
 }
 
-/// How the kernel side reads guest memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ReadMode {
-    /// May bring non-resident pages in (counted as kernel faults), like
-    /// `copy_from_user` in task context.
-    Faultable,
-    /// Must not fault, like a read in NMI context: a non-resident page fails
-    /// the read and nothing changes.
-    NonFaultable,
-}
-
 /// Why a guest memory access failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum MemFault {
@@ -149,12 +150,12 @@ pub enum MemFault {
         addr: u64,
     },
     /// The area does not allow the access.
-    #[error("address {addr:#x} does not allow {access:?}")]
+    #[error("address {addr:#x} does not allow {access} access")]
     Protection {
         /// First failing address.
         addr: u64,
         /// The access attempted.
-        access: Access,
+        access: AccessKind,
     },
     /// The page is not resident and the read may not fault.
     #[error("page at {addr:#x} is not resident")]
@@ -235,7 +236,7 @@ impl PageTable {
     /// The guest touched `addr` with `access` (TLB fill): the page's
     /// permissions, or `None` if the access is not allowed. A non-resident
     /// page becomes resident.
-    pub(crate) fn guest_touch(&mut self, addr: u64, access: Access) -> Option<Perms> {
+    pub(crate) fn guest_touch(&mut self, addr: u64, access: AccessKind) -> Option<Perms> {
         // Unicorn's own page may be smaller (1 KiB on AArch64); residency is per 4 KiB page.
         let page = page_down(addr);
         let perms = match self.area(page) {
@@ -256,8 +257,9 @@ impl PageTable {
     }
 
     /// Checks that `len` bytes at `addr` may be accessed with `access` without
-    /// changing anything; with [`ReadMode::NonFaultable`] every page must also be resident.
-    pub fn check(&self, addr: u64, len: u64, access: Access, mode: ReadMode) -> Result<(), MemFault> {
+    /// changing anything; with [`Access::NoFault`] (a kernel read that may not
+    /// fault) every page must also be resident.
+    pub fn check(&self, addr: u64, len: u64, access: AccessKind, mode: Access) -> Result<(), MemFault> {
         if len == 0 {
             return Ok(());
         }
@@ -269,7 +271,7 @@ impl PageTable {
             if !area.perms.allows(access) {
                 return Err(MemFault::Protection { addr: at, access });
             }
-            if mode == ReadMode::NonFaultable && !self.resident.contains(&page) {
+            if mode == Access::NoFault && !self.resident.contains(&page) {
                 return Err(MemFault::NotResident { addr: at });
             }
             if page >= page_down(last) {
@@ -422,18 +424,21 @@ mod tests {
     fn non_faultable_check_has_no_side_effects() {
         let mut t = table();
         assert_eq!(
-            t.check(0x1ff0, 0x20, Access::Read, ReadMode::NonFaultable),
+            t.check(0x1ff0, 0x20, AccessKind::Read, Access::NoFault),
             Err(MemFault::NotResident { addr: 0x1ff0 })
         );
         assert_eq!(t.stats(), PageStats::default());
-        assert!(t.check(0x1ff0, 0x20, Access::Read, ReadMode::Faultable).is_ok());
+        assert!(t.check(0x1ff0, 0x20, AccessKind::Read, Access::Faultable).is_ok());
         t.fault_in(0x1ff0, 0x20);
         assert_eq!(t.stats().kernel_faults, 2);
-        assert!(t.check(0x1ff0, 0x20, Access::Read, ReadMode::NonFaultable).is_ok());
-        assert_eq!(t.check(0x4ff0, 0x20, Access::Read, ReadMode::Faultable), Err(MemFault::Unmapped { addr: 0x5000 }));
+        assert!(t.check(0x1ff0, 0x20, AccessKind::Read, Access::NoFault).is_ok());
         assert_eq!(
-            t.check(0x1000, 1, Access::Write, ReadMode::Faultable),
-            Err(MemFault::Protection { addr: 0x1000, access: Access::Write })
+            t.check(0x4ff0, 0x20, AccessKind::Read, Access::Faultable),
+            Err(MemFault::Unmapped { addr: 0x5000 })
+        );
+        assert_eq!(
+            t.check(0x1000, 1, AccessKind::Write, Access::Faultable),
+            Err(MemFault::Protection { addr: 0x1000, access: AccessKind::Write })
         );
     }
 
@@ -452,8 +457,8 @@ mod tests {
             ]
         );
         assert!(!t.protect(0x4000, 0x6000, Perms::NONE));
-        assert_eq!(t.guest_touch(0x3000, Access::Read), Some(Perms::READ));
-        assert_eq!(t.guest_touch(0x3000, Access::Write), None);
+        assert_eq!(t.guest_touch(0x3000, AccessKind::Read), Some(Perms::READ));
+        assert_eq!(t.guest_touch(0x3000, AccessKind::Write), None);
         assert_eq!(t.remove(0x2800, 0x8800), [(0x2800, 0x3000), (0x3000, 0x5000), (0x8000, 0x8800)]);
         assert!(!t.is_resident(0x3000));
         assert_eq!(t.find_free(0x1000, 0x1000, 0x9000), Some(0x7800));

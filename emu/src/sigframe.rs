@@ -10,8 +10,8 @@ use crate::arch::Arch;
 use crate::bytes::GuestStruct;
 use crate::emulator::Emulator;
 use crate::error::Error;
-use crate::kernel::{sig_bit, SigAction, SIG_DFL};
 use crate::memory::{Area, AreaKind, Perms, PAGE_SIZE};
+use crate::process::{sig_bit, SigAction, SIG_DFL};
 use crate::signal;
 use crate::syscall::{Outcome, SysError, SysResult};
 

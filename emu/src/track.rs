@@ -330,7 +330,7 @@ pub(crate) fn finish_run(uc: &mut Uc<'_>) {
 
 impl Tracker {
     pub(crate) fn new(arch: Arch, mode: Tracking) -> Result<Tracker, capstone::Error> {
-        let info = arch.info();
+        let info = crate::arch::info(arch);
         Ok(Tracker {
             mode,
             icount: 0,

@@ -2,9 +2,9 @@
 //! ([`kmodel::memory::UserMemory`]) and its registers
 //! ([`kmodel::arch::UserRegs`]).
 
-use crate::arch::Arch;
 use crate::emulator::{Emulator, Regs};
-use crate::memory::{MemFault, ReadMode};
+use crate::memory::MemFault;
+use kmodel::arch::Arch;
 use kmodel::memory::{Access, MemError, UserMemory};
 use std::cell::RefCell;
 
@@ -37,11 +37,7 @@ impl UserMemory for UserView<'_> {
     /// [`MemError::WouldFault`] and change nothing. Unmapped or unreadable
     /// memory is [`MemError::Unmapped`] (`-EFAULT`) in either mode.
     fn read(&self, addr: u64, buf: &mut [u8], access: Access) -> Result<(), MemError> {
-        let mode = match access {
-            Access::Faultable => ReadMode::Faultable,
-            Access::NoFault => ReadMode::NonFaultable,
-        };
-        self.emu.borrow_mut().read(addr, buf, mode).map_err(|fault| match fault {
+        self.emu.borrow_mut().read(addr, buf, access).map_err(|fault| match fault {
             MemFault::NotResident { addr } => MemError::WouldFault { addr },
             MemFault::Unmapped { addr } | MemFault::Protection { addr, .. } => MemError::Unmapped { addr },
         })
@@ -61,27 +57,17 @@ impl Emulator {
     }
 }
 
-impl From<Arch> for kmodel::arch::Arch {
-    fn from(arch: Arch) -> Self {
-        match arch {
-            Arch::X86_64 => kmodel::arch::Arch::X86_64,
-            Arch::Aarch64 => kmodel::arch::Arch::Aarch64,
-            Arch::S390x => kmodel::arch::Arch::S390x,
-        }
-    }
-}
-
 impl From<&Regs> for kmodel::arch::UserRegs {
     /// The registers by DWARF number, as the model keeps them: x86-64 0–15
     /// (rax, rdx, rcx, rbx, rsi, rdi, rbp, rsp, r8–r15) and 16 = rip;
     /// AArch64 x0–x30 and 31 = sp; s390x r0–r15 and the FPRs as 16–31. [`Regs::gprs`] is already
     /// in DWARF order; x86-64 adds the PC, which DWARF numbers as a register.
     fn from(regs: &Regs) -> Self {
-        let arch = kmodel::arch::Arch::from(regs.arch);
+        let arch = regs.arch;
         let mut gprs = regs.gprs.clone();
         gprs.extend_from_slice(&regs.extra);
         gprs.resize(kmodel::arch::UserRegs::gpr_count(arch), 0);
-        if regs.arch == Arch::X86_64 {
+        if arch == Arch::X86_64 {
             gprs[16] = regs.pc;
         }
         kmodel::arch::UserRegs { arch, pc: regs.pc, gprs }
@@ -105,7 +91,7 @@ mod tests {
             extra: Vec::new(),
         };
         let user = kmodel::arch::UserRegs::from(&x86);
-        assert_eq!(user.arch, kmodel::arch::Arch::X86_64);
+        assert_eq!(user.arch, Arch::X86_64);
         assert_eq!(user.gprs.len(), 17);
         assert_eq!(user.dwarf(0), Some(100)); // rax
         assert_eq!(user.dwarf(7), Some(107)); // rsp

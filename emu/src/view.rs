@@ -2,11 +2,11 @@
 //! `.sframe` straight out of the emulated process, faulting or not.
 
 use crate::emulator::Emulator;
-use crate::memory::ReadMode;
+use kmodel::memory::Access;
 use sframe::{ByteSource, Fault};
 use std::cell::RefCell;
 
-/// `len` bytes of guest memory at `base`, read in one [`ReadMode`].
+/// `len` bytes of guest memory at `base`, read in one [`Access`].
 ///
 /// [`ByteSource::read_at`] takes `&self`, but a faultable read changes the
 /// page table (pages become resident, faults are counted), so the view holds
@@ -15,12 +15,12 @@ pub struct GuestView<'e> {
     emu: RefCell<&'e mut Emulator>,
     base: u64,
     len: u64,
-    mode: ReadMode,
+    mode: Access,
 }
 
 impl<'e> GuestView<'e> {
     /// A view of `base..base + len`.
-    pub fn new(emu: &'e mut Emulator, base: u64, len: u64, mode: ReadMode) -> Self {
+    pub fn new(emu: &'e mut Emulator, base: u64, len: u64, mode: Access) -> Self {
         GuestView { emu: RefCell::new(emu), base, len, mode }
     }
 
@@ -30,7 +30,7 @@ impl<'e> GuestView<'e> {
     }
 
     /// The read mode.
-    pub fn mode(&self) -> ReadMode {
+    pub fn mode(&self) -> Access {
         self.mode
     }
 }

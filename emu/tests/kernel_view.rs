@@ -81,7 +81,7 @@ fn registers_convert_to_the_models_dwarf_numbering() {
         let mut emu = load(arch);
         let point = NmiSource::every(1009).unwrap().next(&mut emu).expect("run").expect("an NMI");
         let user = kmodel::arch::UserRegs::from(&point.regs);
-        assert_eq!(user.arch, kmodel::arch::Arch::from(arch));
+        assert_eq!(user.arch, arch);
         assert_eq!(user.pc, point.pc, "{arch}");
         assert_eq!(user.sp(), point.sp, "{arch}");
         assert_eq!(user.fp(), point.regs.fp, "{arch}");

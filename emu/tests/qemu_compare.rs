@@ -107,7 +107,7 @@ fn static_pie() {
         let Some(expected) = common::run_qemu(arch, &exe, &["pie"], b"") else { continue };
         let (got, emu) = common::run_emu(&exe, &["pie"], b"");
         assert_eq!(emu.image().kind, emu::elf::ElfKind::StaticPie, "{arch}");
-        assert_eq!(emu.image().bias, arch.info().pie_base, "{arch}: linked at 0, loaded at the PIE base");
+        assert_eq!(emu.image().bias, emu::arch::info(arch).pie_base, "{arch}: linked at 0, loaded at the PIE base");
         assert_eq!(got, expected, "{arch}");
     }
 }

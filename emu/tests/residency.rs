@@ -5,7 +5,8 @@
 
 mod common;
 
-use emu::{Arch, Emulator, MemFault, ReadMode, RunLimit, Stop, PAGE_SIZE};
+use emu::{Arch, Emulator, MemFault, RunLimit, Stop, PAGE_SIZE};
+use kmodel::memory::Access;
 use sframe::Section;
 
 #[test]
@@ -22,24 +23,24 @@ fn non_faultable_read_fails_without_side_effects_and_faultable_read_is_counted()
         let before = emu.page_stats();
         let resident_before = emu.pages().resident_pages();
         let mut buf = [0u8; 16];
-        assert_eq!(emu.read(entry, &mut buf, ReadMode::NonFaultable), Err(MemFault::NotResident { addr: entry }));
+        assert_eq!(emu.read(entry, &mut buf, Access::NoFault), Err(MemFault::NotResident { addr: entry }));
         assert_eq!(emu.read_nofault(entry, &mut buf), Err(MemFault::NotResident { addr: entry }));
         assert_eq!(buf, [0; 16], "{arch}: a failed read filled the buffer");
         assert_eq!(emu.page_stats(), before, "{arch}: a failed read counted something");
         assert_eq!(emu.pages().resident_pages(), resident_before, "{arch}: a failed read made a page resident");
 
-        emu.read(entry, &mut buf, ReadMode::Faultable).expect("faultable read");
+        emu.read(entry, &mut buf, Access::Faultable).expect("faultable read");
         assert_eq!(&buf[..], expected, "{arch}: wrong bytes at the entry point");
         assert_eq!(emu.page_stats().kernel_faults, before.kernel_faults + 1, "{arch}");
         assert!(emu.pages().is_resident(entry));
         // Now resident: both modes succeed and nothing more is counted.
-        emu.read(entry, &mut buf, ReadMode::NonFaultable).expect("non-faultable read of a resident page");
-        emu.read(entry, &mut buf, ReadMode::Faultable).expect("faultable read of a resident page");
+        emu.read(entry, &mut buf, Access::NoFault).expect("non-faultable read of a resident page");
+        emu.read(entry, &mut buf, Access::Faultable).expect("faultable read of a resident page");
         assert_eq!(emu.page_stats().kernel_faults, before.kernel_faults + 1, "{arch}");
 
         // Unmapped memory fails in both modes, also without side effects.
         let stats = emu.page_stats();
-        assert_eq!(emu.read(8, &mut buf, ReadMode::Faultable), Err(MemFault::Unmapped { addr: 8 }));
+        assert_eq!(emu.read(8, &mut buf, Access::Faultable), Err(MemFault::Unmapped { addr: 8 }));
         assert_eq!(emu.page_stats(), stats);
     }
 }
@@ -65,7 +66,7 @@ fn guest_touches_fault_pages_in_and_evicted_pages_fault_again() {
             .expect("a resident stack page");
         assert_eq!(emu.evict(page, PAGE_SIZE).expect("evict"), 1);
         let mut word = [0u8; 8];
-        assert_eq!(emu.read(page, &mut word, ReadMode::NonFaultable), Err(MemFault::NotResident { addr: page }));
+        assert_eq!(emu.read(page, &mut word, Access::NoFault), Err(MemFault::NotResident { addr: page }));
         let exit = emu.run_to_exit().expect("run");
         assert!(emu.page_stats().guest_faults > touched, "{arch}: no fault after eviction");
         assert_eq!(emu.page_stats().evictions, 1);
@@ -90,13 +91,13 @@ fn sframe_is_read_from_guest_memory() {
         emu.evict(sframe.addr, sframe.size).expect("evict");
 
         let before = emu.page_stats();
-        let err = Section::parse(emu.view(sframe.addr, sframe.size, ReadMode::NonFaultable), sframe.addr)
+        let err = Section::parse(emu.view(sframe.addr, sframe.size, Access::NoFault), sframe.addr)
             .expect_err("non-faultable parse of an evicted section");
         assert!(err.is_fault(), "{arch}: {err}");
         assert_eq!(emu.page_stats(), before, "{arch}: the failed parse had side effects");
 
         {
-            let view = emu.view(sframe.addr, sframe.size, ReadMode::Faultable);
+            let view = emu.view(sframe.addr, sframe.size, Access::Faultable);
             let section = Section::parse(view, sframe.addr).expect("faultable parse");
             let lookup = section.lookup(main).expect("lookup").expect("main is covered");
             assert_eq!(lookup.fre_start, 0, "{arch}: {lookup:?}");

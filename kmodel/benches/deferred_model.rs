@@ -6,9 +6,10 @@
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use kmodel::arch::{Arch, UserRegs};
 use kmodel::event::EntryReason;
-use kmodel::kernel::{Kernel, KernelOptions};
+use kmodel::kernel::Kernel;
 use kmodel::memory::PagedMemory;
 use kmodel::tracer::{stitch, PerfScope, UserStackMode};
+use kmodel::types::KernelOptions;
 
 const STACK_TOP: u64 = 0x7fff_f000_0000;
 
@@ -30,7 +31,7 @@ fn stack(depth: u64) -> (PagedMemory, UserRegs) {
 /// getting user stacks the given way.
 fn run(entries: u64, nmis: u64, mem: &PagedMemory, regs: &UserRegs, mode: UserStackMode) -> Kernel {
     let mut k = Kernel::new(KernelOptions::default());
-    k.check = false;
+    k.set_checks(false);
     k.add_perf("perf", PerfScope::CpuWide, mode);
     let mm = k.new_mm(Arch::X86_64);
     let t = k.spawn("task", mm, 0);
@@ -60,7 +61,7 @@ fn bench(c: &mut Criterion) {
         group.bench_function(name, |b| b.iter(|| run(black_box(entries), nmis, &mem, &regs, mode)));
     }
     let k = run(2000, 5, &mem, &regs, UserStackMode::Deferred);
-    let buffers = k.tracers.perf[0].buffers.clone();
+    let buffers = k.tracers().perf[0].buffers.clone();
     let records: usize = buffers.iter().map(Vec::len).sum();
     group.throughput(Throughput::Elements(records as u64));
     group.bench_function("stitch", |b| b.iter(|| stitch(black_box(&buffers))));

@@ -15,6 +15,15 @@ pub enum Arch {
     S390x,
 }
 
+impl std::fmt::Display for Arch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Arch::X86_64 => "x86-64",
+            Arch::Aarch64 | Arch::S390x => self.name(),
+        })
+    }
+}
+
 /// How a frame-pointer step finds the caller (`kernel/unwind/user.c`'s
 /// per-arch frame description): CFA = FP + `cfa_off`, RA at CFA + `ra_off`,
 /// saved FP at CFA + `fp_off`.
@@ -31,6 +40,18 @@ pub struct FpFrame {
 impl Arch {
     /// All three, in a fixed order.
     pub const ALL: [Arch; 3] = [Arch::X86_64, Arch::Aarch64, Arch::S390x];
+
+    /// The machine name: Linux's `uname -m`, the scenario files' spelling
+    /// and the directory of the committed guests (`x86_64`, `aarch64`,
+    /// `s390x`). [`Display`](std::fmt::Display) gives the name people write
+    /// (`x86-64`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::X86_64 => "x86_64",
+            Arch::Aarch64 => "aarch64",
+            Arch::S390x => "s390x",
+        }
+    }
 
     /// The SFrame ABI of this architecture's user space.
     pub fn sframe_abi(self) -> Abi {

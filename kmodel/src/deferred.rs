@@ -3,23 +3,16 @@
 //! grace period, and the exit hook — step by step, with the interleaving
 //! points where an NMI on the same task can strike.
 
+use crate::entry::Notify;
 use crate::event::EventKind;
 use crate::interleave::Point;
-use crate::kernel::{
-    Cookie, Kernel, MutexWaiter, Tid, UnwindCache, UnwindWork, WorkId, EINVAL, ESRCH, INIT_WAITING, RESERVED_BITS,
+use crate::kernel::{Kernel, MutexWaiter, UnwindWork};
+use crate::memory::{Access, CopiedStack, UserMemory};
+use crate::types::{
+    Cookie, ExitPath, KernelVersion, Tid, UnwindCache, WorkId, EBUSY, EINVAL, INIT_WAITING, RESERVED_BITS,
     UNWIND_PENDING, UNWIND_USED,
 };
-use crate::memory::{Access, CopiedStack, UserMemory};
 use crate::unwind::{unwind_user, Trace};
-
-/// How the task_work was queued.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Notify {
-    /// `TWA_RESUME`: set TIF_NOTIFY_RESUME.
-    Resume,
-    /// `TWA_NMI_CURRENT`: set the flag on current and raise a self-IPI.
-    NmiCurrent,
-}
 
 impl Kernel {
     fn all_bits(&self) -> u64 {
@@ -58,7 +51,7 @@ impl Kernel {
     fn init_locked(&mut self, id: WorkId) -> i32 {
         self.works[id.0].waiting = false;
         let (ret, bit) = if self.global_mask == self.all_bits() {
-            (crate::kernel::EBUSY, None)
+            (EBUSY, None)
         } else {
             let bit = (!self.global_mask).trailing_zeros();
             self.global_mask |= 1 << bit;
@@ -70,21 +63,6 @@ impl Kernel {
         let name = self.works[id.0].name.clone();
         self.log(0, None, EventKind::Init { work: id, name, ret, bit });
         ret
-    }
-
-    /// `perf_event_init()`'s `unwind_deferred_init(&perf_unwind_work, …)`,
-    /// at boot or (as a lab option) with perf's first deferred session. A
-    /// failure (−EBUSY, only possible late) leaves perf without a work.
-    pub fn perf_event_init(&mut self) {
-        if self.tracers.perf_work.is_some() || self.tracers.perf_init_error.is_some() {
-            return;
-        }
-        let (work, ret) = self.unwind_deferred_init("perf");
-        if ret < 0 {
-            self.tracers.perf_init_error = Some(ret);
-        } else {
-            self.tracers.perf_work = Some(work);
-        }
     }
 
     /// `get_cookie()`: the entry's cookie, assigning one on first use.
@@ -156,11 +134,8 @@ impl Kernel {
         if in_nmi && !self.opts.nmi_safe_cmpxchg {
             return (EINVAL, none);
         }
-        let notify = if in_nmi && self.opts.version == crate::kernel::KernelVersion::V6_19 {
-            Notify::NmiCurrent
-        } else {
-            Notify::Resume
-        };
+        let notify =
+            if in_nmi && self.opts.version == KernelVersion::V6_19 { Notify::NmiCurrent } else { Notify::Resume };
         let bit = self.works[work.0].bit;
         // −1: cancelled (upstream WARNs and refuses). 0: the init failed or
         // has not returned yet; no tracer holds such a work (upstream would
@@ -196,26 +171,6 @@ impl Kernel {
         (0, cookie)
     }
 
-    fn task_work_add(&mut self, tid: Tid, cpu: usize, notify: Notify) -> i32 {
-        let ret = if self.task(tid).works_closed {
-            ESRCH
-        } else {
-            let t = self.task_mut(tid);
-            t.work_queued = true;
-            t.notify_resume = true;
-            if notify == Notify::NmiCurrent {
-                self.cpus[cpu].irq_work = true;
-            }
-            0
-        };
-        let mode = match notify {
-            Notify::Resume => "TWA_RESUME",
-            Notify::NmiCurrent => "TWA_NMI_CURRENT",
-        };
-        self.log(cpu, Some(tid), EventKind::TaskWorkQueued { mode, ret });
-        ret
-    }
-
     /// `unwind_user_faultable()` for `tid`: the cached trace of this entry,
     /// or a fresh faultable walk (cached if non-empty).
     pub fn unwind_user_faultable(&mut self, tid: Tid, mem: &dyn UserMemory) -> Result<Vec<u64>, i32> {
@@ -225,7 +180,7 @@ impl Kernel {
         };
         // The unwind-at-syscall-entry design serves the entry's cache even
         // after exit_mm(); upstream checks the mm first.
-        if self.opts.exit_path == crate::kernel::ExitPath::UnwindAtSyscallEntry {
+        if self.opts.exit_path == ExitPath::UnwindAtSyscallEntry {
             if let Some(cache) = self.task(tid).info.cache.as_ref().filter(|c| c.nr_entries > 0) {
                 return Ok(cache.entries[..cache.nr_entries].to_vec());
             }
@@ -326,7 +281,9 @@ impl Kernel {
         self.stats.callbacks += 1;
         self.log(cpu, Some(tid), EventKind::Callback { work, cookie, nr: trace.len() });
         self.ledger_callback(tid, work, cookie, trace);
-        self.tracers_callback(work, tid, cpu, cookie, trace);
+        // `work->func()`: the callback of whichever tracer owns the work.
+        self.perf_callback(work, tid, cpu, cookie, trace);
+        self.ftrace_bpf_callback(work, tid, cpu, cookie, trace);
     }
 
     /// `unwind_reset_info()` on the way back to user mode.
@@ -377,7 +334,7 @@ impl Kernel {
                 self.violation(
                     "P1",
                     format!(
-                        "{work:?} ({name}) cancelled twice, {when}: upstream computes BIT(-1) and list_del_rcu()s an \
+                        "{work} ({name}) cancelled twice, {when}: upstream computes BIT(-1) and list_del_rcu()s an \
                          entry already off the list"
                     ),
                 );

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use crate::kernel::{Cookie, Tid, WorkId};
+use crate::types::{Cookie, Tid, WorkId};
 
 /// One event.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -34,6 +34,18 @@ pub enum EntryReason {
     Exception,
     /// An NMI that hit user mode.
     Nmi,
+}
+
+impl std::fmt::Display for EntryReason {
+    /// `syscall`, `irq`, `exception` or `nmi`, as the log spells it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            EntryReason::Syscall => "syscall",
+            EntryReason::Irq => "irq",
+            EntryReason::Exception => "exception",
+            EntryReason::Nmi => "nmi",
+        })
+    }
 }
 
 /// What happened.

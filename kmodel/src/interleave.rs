@@ -1,11 +1,12 @@
 //! Named interleaving points: every place where the kernel code uses an
 //! atomic read-modify-write or may be interrupted by an NMI on the same task.
-//! A test installs an [`Interleaver`] and injects NMIs (or cancels, or
-//! registrations) at any of them.
+//! A test installs an [`Interleaver`] with [`Kernel::set_interleaver`] and
+//! injects NMIs (or cancels, or registrations) at any of them.
+//!
+//! [`Interleaver`]: crate::kernel::Interleaver
+//! [`Kernel::set_interleaver`]: crate::kernel::Kernel::set_interleaver
 
 use serde::Serialize;
-
-use crate::kernel::Kernel;
 
 /// A point in the deferred-unwind code where something else may happen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -60,16 +61,4 @@ impl Point {
         Point::ExitBeforePerfExit,
         Point::ExitBeforeExitMm,
     ];
-}
-
-/// Called at every [`Point`] on the CPU where it is reached.
-pub trait Interleaver {
-    /// Something may happen here; `kernel` is the whole model.
-    fn at(&mut self, kernel: &mut Kernel, cpu: usize, point: Point);
-}
-
-impl<F: FnMut(&mut Kernel, usize, Point)> Interleaver for F {
-    fn at(&mut self, kernel: &mut Kernel, cpu: usize, point: Point) {
-        self(kernel, cpu, point)
-    }
 }

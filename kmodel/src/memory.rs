@@ -6,11 +6,13 @@ use std::collections::BTreeMap;
 
 use sframe::{ByteSource, Fault};
 
-/// Whether a read may take a page fault.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+/// Whether a read may take a page fault: how the kernel reads user memory
+/// in the model, and how the emulator's kernel side reads guest memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Access {
-    /// Task context: a non-resident page is brought in (and counted).
+    /// Task context, like `copy_from_user()`: a non-resident page is brought
+    /// in (and counted).
     Faultable,
     /// NMI or IRQ context: a non-resident page makes the read fail, with no
     /// side effect.

@@ -16,9 +16,11 @@ use std::rc::Rc;
 use kmodel::arch::Arch;
 use kmodel::event::{EntryReason, EventKind};
 use kmodel::interleave::Point;
-use kmodel::kernel::{ExitPath, Kernel, KernelOptions, KernelVersion, PerfRegistration, WorkId, INIT_WAITING};
+use kmodel::kernel::Kernel;
 use kmodel::memory::PagedMemory;
-use support::fp_stack;
+use kmodel::types::{ExitPath, KernelOptions, KernelVersion, WorkId, EINVAL, INIT_WAITING};
+use support::stack::fp_stack;
+use support::{task, without_perf};
 
 #[derive(Debug, Clone, Copy)]
 enum Action {
@@ -60,15 +62,7 @@ struct Config {
 }
 
 fn kernel(cpus: usize, version: KernelVersion) -> Kernel {
-    let mut k = Kernel::new(KernelOptions {
-        cpus,
-        version,
-        exit_path: ExitPath::Upstream,
-        perf_registration: PerfRegistration::Late,
-        ..KernelOptions::default()
-    });
-    k.check = true;
-    k
+    support::kernel(KernelOptions { cpus, version, exit_path: ExitPath::Upstream, ..without_perf() })
 }
 
 /// Runs the scenario with `actions` injected at the given point hits.
@@ -77,8 +71,7 @@ fn run(cfg: Config, actions: &[(usize, Action)]) -> Outcome {
     let mem = Rc::new(mem);
     let mut k = kernel(cfg.cpus, cfg.version);
     let works: Vec<WorkId> = (0..cfg.tracers).map(|i| k.unwind_deferred_init(&format!("t{i}")).0).collect();
-    let mm = k.new_mm(Arch::X86_64);
-    let t = k.spawn("task", mm, 0);
+    let t = task(&mut k, 0);
     let hits = Rc::new(RefCell::new(0usize));
     let injected = Rc::new(RefCell::new(0usize));
     // (inits in a grace period, inits that waited, re-registered after a cancel)
@@ -95,7 +88,7 @@ fn run(cfg: Config, actions: &[(usize, Action)]) -> Outcome {
             *hits.borrow_mut() += 1;
             // A new tracer requests once its init has returned.
             for work in std::mem::take(&mut fresh) {
-                if k.works[work.0].waiting {
+                if k.work(work).waiting {
                     fresh.push(work);
                 } else {
                     k.nmi_request(cpu, work, None, &*mem);
@@ -113,7 +106,7 @@ fn run(cfg: Config, actions: &[(usize, Action)]) -> Outcome {
                             cancelled = true;
                         }
                         Action::Init => {
-                            let in_grace = !k.cancels_waiting.is_empty();
+                            let in_grace = !k.cancels_waiting().is_empty();
                             let (work, ret) = k.unwind_deferred_init("new");
                             let mut inits = inits.borrow_mut();
                             inits.0 += usize::from(in_grace);
@@ -193,7 +186,7 @@ fn check(cfg: &Config, what: &str, o: &Outcome, double_cancel: bool) {
         return;
     }
     // The works registered by Init come after the configuration's tracers.
-    let new_tracer = |v: &str| (cfg.tracers..cfg.tracers + 2).any(|w| v.contains(&format!("WorkId({w})")));
+    let new_tracer = |v: &str| (cfg.tracers..cfg.tracers + 2).any(|w| v.contains(&format!("work {w} ")));
     let upstream = o.violations.iter().all(|v| {
         let head = v.lines().next().unwrap_or("");
         (head.starts_with("invariant B1 ") || head.starts_with("invariant B2 ")) && new_tracer(head)
@@ -278,13 +271,12 @@ fn cancel_and_reregister_during_the_unwind_is_caught_as_b2() {
     let mem = Rc::new(mem);
     let mut k = kernel(2, KernelVersion::V6_19);
     let (a, _) = k.unwind_deferred_init("a");
-    let mm = k.new_mm(Arch::X86_64);
-    let t = k.spawn("task", mm, 0);
+    let t = task(&mut k, 0);
     k.set_interleaver(Some(Box::new(move |k: &mut Kernel, _cpu: usize, p: Point| {
         if p == Point::HandlerAfterUnwind {
             k.unwind_deferred_cancel(a);
             let (b, _) = k.unwind_deferred_init("b");
-            assert_eq!(k.works[b.0].bit, 2, "b reuses a's bit");
+            assert_eq!(k.work(b).bit, 2, "b reuses a's bit");
             k.set_interleaver(None);
         }
     })));
@@ -308,8 +300,7 @@ fn init_and_cancel_wait_for_a_cancel_in_its_grace_period() {
     let mut k = kernel(1, KernelVersion::V6_19);
     let (a, _) = k.unwind_deferred_init("a");
     let (b, _) = k.unwind_deferred_init("b");
-    let mm = k.new_mm(Arch::X86_64);
-    let t = k.spawn("task", mm, 0);
+    let t = task(&mut k, 0);
     let c = Rc::new(RefCell::new(None));
     {
         let (c, mem) = (c.clone(), mem.clone());
@@ -319,13 +310,13 @@ fn init_and_cancel_wait_for_a_cancel_in_its_grace_period() {
             }
             // Inside the callback walk: a's cancel cannot finish yet.
             k.unwind_deferred_cancel(a);
-            assert_eq!(k.cancels_waiting, vec![a]);
+            assert_eq!(k.cancels_waiting(), [a]);
             assert_ne!(k.task(t).info.mask & (1 << 2), 0, "a's bit is still set in the task");
             let (new, ret) = k.unwind_deferred_init("c");
-            assert_eq!((ret, k.works[new.0].bit, k.works[new.0].waiting), (INIT_WAITING, 0, true));
-            assert_eq!(k.nmi_request(cpu, new, None, &*mem).0, kmodel::kernel::EINVAL, "its init has not returned");
+            assert_eq!((ret, k.work(new).bit, k.work(new).waiting), (INIT_WAITING, 0, true));
+            assert_eq!(k.nmi_request(cpu, new, None, &*mem).0, EINVAL, "its init has not returned");
             k.unwind_deferred_cancel(b);
-            assert!(k.works[b.0].bit > 0 && k.callbacks.contains(&b), "b's cancel waits: b is still registered");
+            assert!(k.work(b).bit > 0 && k.callbacks().contains(&b), "b's cancel waits: b is still registered");
             k.unwind_deferred_cancel(b);
             *c.borrow_mut() = Some(new);
             k.set_interleaver(None);
@@ -338,7 +329,7 @@ fn init_and_cancel_wait_for_a_cancel_in_its_grace_period() {
     // In order: a's cancel returns, c's init completes with a's bit, then
     // b's cancel runs (at once: no handler is in its walk any more).
     let story: Vec<String> = k
-        .events
+        .events()
         .iter()
         .filter_map(|e| match &e.kind {
             EventKind::CancelBegin { work } => Some(format!("cancel {}", work.0)),
@@ -358,7 +349,7 @@ fn init_and_cancel_wait_for_a_cancel_in_its_grace_period() {
         "return 1",
     ];
     assert_eq!(story, want);
-    assert_eq!(k.callbacks, vec![c]);
+    assert_eq!(k.callbacks(), [c]);
     // c starts clean: its first request queues (0), it is called once.
     k.enter(t, EntryReason::Syscall, regs, &*mem);
     assert_eq!(k.unwind_deferred_request(0, c).0, 0);

@@ -7,10 +7,11 @@ mod support;
 
 use kmodel::arch::Arch;
 use kmodel::event::EntryReason;
-use kmodel::kernel::{ExitPath, Kernel, KernelOptions, TaskState};
+use kmodel::kernel::TaskState;
+use kmodel::types::{ExitPath, KernelOptions};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
-use support::fp_stack;
+use support::stack::fp_stack;
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -61,8 +62,7 @@ fn random_event_sequences_keep_every_invariant() {
     runner
         .run(&(exit_path(), prop::collection::vec(op(), 1..60)), |(exit_path, ops)| {
             let (mem, regs) = fp_stack(Arch::X86_64, 3);
-            let mut k = Kernel::new(KernelOptions { exit_path, ..KernelOptions::default() });
-            k.check = true;
+            let mut k = support::kernel(KernelOptions { exit_path, ..KernelOptions::default() });
             let mut works: Vec<_> = (0..2).map(|i| k.unwind_deferred_init(&format!("t{i}")).0).collect();
             let mm = k.new_mm(Arch::X86_64);
             let tasks = [k.spawn("a", mm, 0), k.spawn("b", mm, 1)];
@@ -102,7 +102,7 @@ fn random_event_sequences_keep_every_invariant() {
                     }
                     Op::Init => {
                         if works.len() < 3 {
-                            let n = k.works.len();
+                            let n = k.works().len();
                             works.push(k.unwind_deferred_init(&format!("t{n}")).0);
                         }
                     }

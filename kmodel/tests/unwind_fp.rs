@@ -2,12 +2,12 @@
 //! back chain, the kernel's checks against hostile stacks, fault modes and
 //! the entry limit.
 
-mod unwind_support;
+mod support;
 
 use kmodel::arch::{Arch, UserRegs};
 use kmodel::memory::{Access, PagedMemory};
 use kmodel::unwind::{unwind_user, Method, SframeRegistry, Stop, Trace, UnwindConfig, UNWIND_MAX_ENTRIES};
-use unwind_support::{frame_record, word, STACK};
+use support::sections::{frame_record, word, STACK};
 
 const PC: u64 = 0x40_1234;
 

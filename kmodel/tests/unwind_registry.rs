@@ -1,14 +1,14 @@
 //! The per-mm SFrame registry: what registration accepts in kernel-strict
 //! and lab modes, overlap, removal and unmapping.
 
-mod unwind_support;
+mod support;
 
 use kmodel::arch::Arch;
 use kmodel::memory::{Access, PagedMemory};
 use kmodel::unwind::{RegError, SframeMode, SframeRegistry};
 use sframe::write::{RawFunction, RawRow};
 use sframe::{Abi, Version};
-use unwind_support::{place, table, SFRAME, TEXT};
+use support::sections::{place, table, SFRAME, TEXT};
 
 fn functions() -> Vec<RawFunction> {
     vec![RawFunction::new(TEXT.0 + 0x1000, 0x100, vec![RawRow::new(0, true, &[8])])]

@@ -2,14 +2,14 @@
 //! other registers, the outermost row, fallback to FP, corrupt sections,
 //! and the non-faulting context reading a non-resident `.sframe` page.
 
-mod unwind_support;
+mod support;
 
 use kmodel::arch::{Arch, UserRegs};
 use kmodel::memory::{Access, PagedMemory};
 use kmodel::unwind::{unwind_user, Method, SframeRegistry, Stop, Trace, UnwindConfig, UNWIND_MAX_ENTRIES};
 use sframe::write::{RawFunction, RawRow, Word};
 use sframe::{Abi, Version};
-use unwind_support::{ctl, flex_row, frame_record, registered, table, word, SFRAME, STACK, TEXT};
+use support::sections::{ctl, flex_row, frame_record, registered, table, word, SFRAME, STACK, TEXT};
 
 fn run(regs: &UserRegs, mem: &PagedMemory, registry: &mut SframeRegistry, access: Access) -> Trace {
     unwind_user(regs, mem, registry, access, &UnwindConfig::default())

@@ -6,18 +6,14 @@ use std::path::Path;
 
 use kmodel::arch::Arch;
 use kmodel::event::EventKind;
-use kmodel::kernel::ExitPath;
+use kmodel::types::ExitPath;
 
-use crate::runner::{run, Report, RunError};
+use crate::report::{Report, RunError};
+use crate::runner::run;
 use crate::scenario::{Action, Guest, KernelConfig, Machine, Scenario, TimedEvent, Tracer};
-use crate::symbols::Symbols;
+use sframe::elf::Symbols;
 
 fn scenario(arch: Arch, guests_dir: &Path, mode: &str, exit_path: ExitPath, events: Vec<TimedEvent>) -> Scenario {
-    let arch_dir = match arch {
-        Arch::X86_64 => "x86_64",
-        Arch::Aarch64 => "aarch64",
-        Arch::S390x => "s390x",
-    };
     Scenario {
         name: format!("demo-{mode}"),
         description: String::new(),
@@ -25,7 +21,7 @@ fn scenario(arch: Arch, guests_dir: &Path, mode: &str, exit_path: ExitPath, even
         seed: 0,
         guests: vec![Guest {
             name: "lab".into(),
-            path: guests_dir.join(arch_dir).join("lab-v3"),
+            path: guests_dir.join(arch.name()).join("lab-v3"),
             args: vec![mode.into(), "12".into()],
             stdin: "x\n".into(),
             cpu: 0,
@@ -66,7 +62,7 @@ pub fn demo(arch: Arch, guests_dir: &Path) -> Result<Vec<String>, RunError> {
     let kept = run(&scenario(arch, guests_dir, "exit", ExitPath::Upstream, vec![exit_slow]))?;
     let symbols = &main.symbols["lab"];
     let mut steps = vec![format!(
-        "unwindlab demo on {arch:?}: the guest `lab sleep` runs under the emulator on a 2-CPU kernel model; \
+        "unwindlab demo on {arch}: the guest `lab sleep` runs under the emulator on a 2-CPU kernel model; \
          perf samples it every 4,001 instructions and wants each sample's user stack."
     )];
     steps.extend(story(&main, symbols));

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use kmodel::event::EventKind;
 use serde_json::{json, Value};
 
-use crate::runner::Report;
+use crate::report::Report;
 use crate::verdict::Verdict;
 
 /// A span of a task in one state.
@@ -91,7 +91,7 @@ pub fn timeline(report: &Report) -> Timeline {
                 switch(&mut t, &mut state, tid, now, Some("user"));
             }
             EventKind::Entry { reason, .. } => {
-                instant(&format!("entry ({reason:?})").to_lowercase(), json!({"tid": tid}));
+                instant(&format!("entry ({reason})"), json!({"tid": tid}));
                 switch(&mut t, &mut state, tid, now, Some("kernel"));
             }
             EventKind::ReturnToUser => switch(&mut t, &mut state, tid, now, Some("user")),

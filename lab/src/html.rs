@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use crate::export::{stacks, timeline};
-use crate::runner::Report;
+use crate::report::Report;
 use crate::verdict::Verdict;
 
 /// Most samples listed one by one.
@@ -48,8 +48,8 @@ pub fn report(r: &Report) -> String {
 fn summary(r: &Report, out: &mut String) {
     let s = &r.summary;
     let rows = [
-        ("machine", format!("{:?}, {} CPU(s)", r.scenario.machine.arch, r.scenario.machine.cpus)),
-        ("kernel", format!("{:?}, exit path {:?}", r.scenario.kernel.version, r.scenario.kernel.exit_path)),
+        ("machine", format!("{}, {} CPU(s)", r.scenario.machine.arch, r.scenario.machine.cpus)),
+        ("kernel", format!("{}, exit path {}", r.scenario.kernel.version, r.scenario.kernel.exit_path)),
         ("samples", format!("{} taken, {} judged", s.samples, s.judged)),
         ("verdicts", format!("{} exact, {} truncated, {} wrong, {} lost", s.exact, s.truncated, s.wrong, s.lost)),
         ("unwinds", format!("{} in task context, {} page faults taken there", s.unwinds, s.task_faults)),

@@ -2,19 +2,52 @@
 //! and the kernel model (`kmodel`) together; every deferred user stack is
 //! judged against the emulator's ground truth ([`verdict`]); every run
 //! yields a deterministic JSON Lines event log that [`replay`] re-checks.
+//!
+//! # How it is built
+//!
+//! * [`scenario`]: the file format, parsed and checked; its enums are the
+//!   kernel model's own (architecture, kernel version, exit path,
+//!   unwinders, SFrame acceptance).
+//! * [`runner`]: [`run`] configures the model from the scenario and ties
+//!   the private parts of a run together:
+//!   - `guest.rs` sets each guest up: its program in the emulator (its
+//!     `.sframe` patched first if the scenario says so, found with
+//!     `sframe::elf`), its function symbols ([`sframe::elf::Symbols`]), its
+//!     task and `.sframe` in the model;
+//!   - `schedule.rs` is the deterministic scheduler: the guest with the
+//!     fewest instructions runs next; system calls, sampling NMIs, exits
+//!     and the timed events go to the model;
+//!   - `judge.rs` judges every sample against its ground truth and the run
+//!     against the scenario's expectations;
+//!   - `log.rs` writes the JSON Lines log.
+//! * [`report`]: what a run produces ([`Report`]), and `account.rs` its
+//!   text account ([`Report::account`]).
+//! * Views of a report: [`export`] (Chrome trace, folded stacks, Firefox
+//!   Profiler) and [`html`].
+//! * Built on runs: [`replay`], [`validate`] (a binary sampled per
+//!   unwinder) and [`demo`] (a narrated tour); with the `fuzzgen` feature,
+//!   `fuzz` (the scenario generator of the fuzz target).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod account;
 pub mod demo;
 pub mod export;
+#[cfg(feature = "fuzzgen")]
+pub mod fuzz;
+mod guest;
 pub mod html;
+mod judge;
+mod log;
 pub mod replay;
+pub mod report;
 pub mod runner;
 pub mod scenario;
-pub mod symbols;
+mod schedule;
 pub mod validate;
 pub mod verdict;
 
-pub use runner::{run, run_with_progress, Progress, Report, RunError};
+pub use report::{Progress, Report, RunError};
+pub use runner::{run, run_with_progress};
 pub use scenario::{Scenario, ScenarioError};

@@ -1,7 +1,8 @@
 //! Replaying a log: the scenario is embedded in the log's first line; it is
 //! run again and the new log must be identical, line for line.
 
-use crate::runner::{run, RunError};
+use crate::report::RunError;
+use crate::runner::run;
 use crate::scenario::Scenario;
 
 /// The outcome of a replay.
@@ -26,6 +27,14 @@ pub enum Replay {
 /// Why a log cannot be replayed.
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
+    /// The log cannot be read.
+    #[error("{file}: {source}")]
+    Io {
+        /// The file.
+        file: String,
+        /// Why.
+        source: std::io::Error,
+    },
     /// The first line is not an unwindlab log header.
     #[error("{file}: line 1 is not an unwindlab log header: {message}")]
     BadHeader {
@@ -42,6 +51,12 @@ pub enum ReplayError {
         /// The runner's error.
         source: RunError,
     },
+}
+
+/// Reads the log `file` and [`replay`]s it.
+pub fn replay_file(file: &str) -> Result<Replay, ReplayError> {
+    let log = std::fs::read_to_string(file).map_err(|source| ReplayError::Io { file: file.into(), source })?;
+    replay(&log, file)
 }
 
 /// Re-runs the scenario recorded in `log` (named `file` in errors).

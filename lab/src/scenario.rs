@@ -5,8 +5,9 @@
 use std::path::{Path, PathBuf};
 
 use kmodel::arch::Arch;
-use kmodel::kernel::{ExitPath, KernelVersion, PerfRegistration};
 use kmodel::tracer::UserStackMode;
+use kmodel::types::{ExitPath, KernelVersion, PerfRegistration};
+use kmodel::unwind::{Method, SframeMode};
 use serde::{Deserialize, Serialize};
 
 /// A whole scenario.
@@ -66,7 +67,7 @@ pub struct Guest {
     pub name: String,
     /// Path of the static ELF file, relative to the scenario file.
     pub path: PathBuf,
-    /// Arguments after argv[0].
+    /// Arguments after `argv[0]`.
     #[serde(default)]
     pub args: Vec<String>,
     /// Bytes on standard input.
@@ -130,27 +131,6 @@ impl Tracer {
     }
 }
 
-/// Which user unwinder the kernel tries first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum UnwinderName {
-    /// SFrame.
-    Sframe,
-    /// Frame pointers (back chain on s390x).
-    Fp,
-}
-
-/// SFrame acceptance.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SframeStrictness {
-    /// V3 only, as the kernel patches.
-    #[default]
-    Kernel,
-    /// V1, V2 and V3.
-    Lab,
-}
-
 /// Kernel options.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -159,10 +139,11 @@ pub struct KernelConfig {
     pub version: KernelVersion,
     /// Exit-path variant.
     pub exit_path: ExitPath,
-    /// Unwinders in order of preference.
-    pub unwinders: Vec<UnwinderName>,
-    /// SFrame strictness.
-    pub sframe: SframeStrictness,
+    /// Unwinders in order of preference (`sframe`, `fp`).
+    pub unwinders: Vec<Method>,
+    /// Which SFrame versions registration accepts: `kernel` (V3 only, as
+    /// the kernel patches) or `lab` (V1, V2 and V3).
+    pub sframe: SframeMode,
     /// NMI-safe cmpxchg available.
     pub nmi_safe_cmpxchg: bool,
     /// Bytes copied by the copy-on-exit variant.
@@ -180,8 +161,8 @@ impl Default for KernelConfig {
         KernelConfig {
             version: KernelVersion::V6_19,
             exit_path: ExitPath::Upstream,
-            unwinders: vec![UnwinderName::Sframe, UnwinderName::Fp],
-            sframe: SframeStrictness::Kernel,
+            unwinders: vec![Method::Sframe, Method::Fp],
+            sframe: SframeMode::KernelStrict,
             nmi_safe_cmpxchg: true,
             copy_on_exit_bytes: 8192,
             caller_ip_adjust: false,
@@ -357,16 +338,23 @@ impl Scenario {
         Ok(scenario)
     }
 
+    /// [`Scenario::parse`], with relative guest paths taken relative to `dir`.
+    pub fn parse_in(text: &str, file: &str, dir: &Path) -> Result<Self, ScenarioError> {
+        let mut s = Self::parse(text, file)?;
+        for g in &mut s.guests {
+            if g.path.is_relative() {
+                g.path = dir.join(&g.path);
+            }
+        }
+        Ok(s)
+    }
+
     /// Reads and parses a scenario file; guest paths become relative to it.
     pub fn load(path: &Path) -> Result<Self, ScenarioError> {
         let file = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Io { file: file.clone(), source })?;
-        let mut s = Self::parse(&text, &file)?;
-        let dir = path.parent().unwrap_or(Path::new("."));
-        for (i, g) in s.guests.iter_mut().enumerate() {
-            if g.path.is_relative() {
-                g.path = dir.join(&g.path);
-            }
+        let s = Self::parse_in(&text, &file, path.parent().unwrap_or(Path::new(".")))?;
+        for (i, g) in s.guests.iter().enumerate() {
             if !g.path.is_file() {
                 return Err(ScenarioError::Invalid {
                     file,

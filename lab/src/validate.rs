@@ -5,10 +5,11 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use kmodel::unwind::{Method, SframeMode};
 use serde::Serialize;
 
-use crate::runner::RunError;
-use crate::scenario::{Guest, KernelConfig, Machine, Scenario, SframeStrictness, Tracer, UnwinderName};
+use crate::report::{Progress, RunError};
+use crate::scenario::{Guest, KernelConfig, Machine, Scenario, Tracer};
 use crate::verdict::Verdict;
 
 /// Results for one unwinder.
@@ -47,17 +48,16 @@ pub fn validate(
     elf: &Path,
     args: &[String],
     every: u64,
-    unwinders: &[UnwinderName],
-    progress: &mut dyn FnMut(crate::Progress),
+    unwinders: &[Method],
+    progress: &mut dyn FnMut(Progress),
 ) -> Result<BTreeMap<String, UnwinderResult>, RunError> {
     let arch = emu::Emulator::load(elf, emu::Config::default())
-        .map_err(|e| RunError::Guest { guest: elf.display().to_string(), message: e.to_string() })?
-        .arch()
-        .into();
+        .map_err(|e| RunError::guest(&elf.display().to_string(), e))?
+        .arch();
     let mut out = BTreeMap::new();
     for &unwinder in unwinders {
         let scenario = Scenario {
-            name: format!("validate-{unwinder:?}").to_lowercase(),
+            name: format!("validate-{unwinder}"),
             description: format!("{} sampled every {every} instructions", elf.display()),
             machine: Machine { arch, cpus: 1 },
             seed: 0,
@@ -76,16 +76,12 @@ pub fn validate(
                 task: None,
             }],
             // Judge one unwinder alone, whatever SFrame version the file has.
-            kernel: KernelConfig {
-                unwinders: vec![unwinder],
-                sframe: SframeStrictness::Lab,
-                ..KernelConfig::default()
-            },
+            kernel: KernelConfig { unwinders: vec![unwinder], sframe: SframeMode::Lab, ..KernelConfig::default() },
             events: Vec::new(),
             stop_after: None,
             expect: None,
         };
-        let report = crate::run_with_progress(&scenario, progress)?;
+        let report = crate::runner::run_with_progress(&scenario, progress)?;
         let mut failures: BTreeMap<(String, u64, &'static str), u64> = BTreeMap::new();
         for s in &report.samples {
             let (at, kind) = match s.verdict {
@@ -94,18 +90,15 @@ pub fn validate(
                 _ => continue,
             };
             let pc = s.truth.get(at).copied().unwrap_or(0);
-            *failures.entry((report.symbols["guest"].function(pc), pc, kind)).or_insert(0) += 1;
+            let function = report.symbols.get("guest").map_or_else(|| format!("{pc:#x}"), |s| s.function(pc));
+            *failures.entry((function, pc, kind)).or_insert(0) += 1;
         }
         let mut failures: Vec<Failure> =
             failures.into_iter().map(|((function, pc, kind), count)| Failure { function, pc, kind, count }).collect();
         failures.sort_by(|a, b| b.count.cmp(&a.count).then(a.pc.cmp(&b.pc)));
         let s = &report.summary;
-        let name = match unwinder {
-            UnwinderName::Sframe => "sframe",
-            UnwinderName::Fp => "fp",
-        };
         out.insert(
-            name.to_string(),
+            unwinder.to_string(),
             UnwinderResult {
                 samples: s.judged,
                 exact: s.exact,
@@ -117,4 +110,30 @@ pub fn validate(
         );
     }
     Ok(out)
+}
+
+/// Failure places listed per unwinder in [`text`].
+const LISTED: usize = 15;
+
+/// The results as text: per unwinder the verdict shares, then the places
+/// it failed most often.
+pub fn text(results: &BTreeMap<String, UnwinderResult>) -> String {
+    let mut out = String::new();
+    for (name, r) in results {
+        let pct = |n: u64| if r.samples == 0 { 0.0 } else { 100.0 * n as f64 / r.samples as f64 };
+        out += &format!(
+            "{name}: {} samples: {:.1}% exact, {:.1}% truncated, {:.1}% wrong\n",
+            r.samples,
+            pct(r.exact),
+            pct(r.truncated),
+            pct(r.wrong)
+        );
+        for f in r.failures.iter().take(LISTED) {
+            out += &format!("    {:6} × {:9} at {:#x} in {}\n", f.count, f.kind, f.pc, f.function);
+        }
+        if r.failures.len() > LISTED {
+            out += &format!("    … {} more places (--json lists all)\n", r.failures.len() - LISTED);
+        }
+    }
+    out
 }

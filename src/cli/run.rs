@@ -1,8 +1,11 @@
-//! `unwindlab run` and `unwindlab replay`.
+//! `unwindlab run`, `replay`, `validate` and `demo`: options, calls into
+//! the lab, printing.
 
 use std::path::Path;
 
-use lab::replay::{replay, Replay};
+use kmodel::arch::Arch;
+use kmodel::unwind::Method;
+use lab::replay::{replay_file, Replay};
 use lab::Scenario;
 
 use super::{emit, emit_line, EXIT_INVALID, EXIT_OK, EXIT_USAGE};
@@ -77,12 +80,8 @@ fn with_progress<T>(f: impl FnOnce(&mut dyn FnMut(lab::Progress)) -> T) -> T {
 const DEFAULT_SCENARIO: &str = include_str!("../../scenarios/basic-x86_64.json");
 
 fn default_scenario() -> Result<Scenario, lab::ScenarioError> {
-    let mut s = Scenario::parse(DEFAULT_SCENARIO, "built-in scenario basic-x86_64")?;
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
-    for g in &mut s.guests {
-        g.path = dir.join(&g.path);
-    }
-    Ok(s)
+    Scenario::parse_in(DEFAULT_SCENARIO, "built-in scenario basic-x86_64", &dir)
 }
 
 pub(crate) fn run(args: &RunArgs) -> i32 {
@@ -106,9 +105,7 @@ pub(crate) fn run(args: &RunArgs) -> i32 {
         }
     };
     if let Some(path) = &args.log {
-        let mut text = report.log.join("\n");
-        text.push('\n');
-        if let Err(e) = std::fs::write(path, text) {
+        if let Err(e) = std::fs::write(path, report.log_text()) {
             eprintln!("unwindlab: {path}: {e}");
             return EXIT_USAGE;
         }
@@ -141,14 +138,7 @@ pub(crate) fn run(args: &RunArgs) -> i32 {
 }
 
 pub(crate) fn run_replay(args: &ReplayArgs) -> i32 {
-    let text = match std::fs::read_to_string(&args.log) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("unwindlab: {}: {e}", args.log);
-            return EXIT_USAGE;
-        }
-    };
-    match replay(&text, &args.log) {
+    match replay_file(&args.log) {
         Ok(Replay::Identical { lines }) => {
             emit_line(&format!("{}: replayed, {lines} lines identical", args.log));
             EXIT_OK
@@ -177,29 +167,21 @@ pub(crate) struct ValidateArgs {
     #[arg(long, default_value_t = 997)]
     every: u64,
     /// Judge only this unwinder (default: both).
-    #[arg(long, value_enum)]
-    unwinder: Option<UnwinderArg>,
+    #[arg(long, value_parser = one_of([Method::Sframe, Method::Fp], Method::to_string))]
+    unwinder: Option<Method>,
     /// Print JSON.
     #[arg(long)]
     json: bool,
 }
 
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub(crate) enum UnwinderArg {
-    Sframe,
-    Fp,
-}
-
 pub(crate) fn run_validate(args: &ValidateArgs) -> i32 {
-    use lab::scenario::UnwinderName;
     if args.every == 0 {
         eprintln!("unwindlab: --every must be at least 1");
         return EXIT_USAGE;
     }
     let unwinders = match args.unwinder {
-        Some(UnwinderArg::Sframe) => vec![UnwinderName::Sframe],
-        Some(UnwinderArg::Fp) => vec![UnwinderName::Fp],
-        None => vec![UnwinderName::Sframe, UnwinderName::Fp],
+        Some(unwinder) => vec![unwinder],
+        None => vec![Method::Sframe, Method::Fp],
     };
     let results =
         match with_progress(|p| lab::validate::validate(Path::new(&args.elf), &args.args, args.every, &unwinders, p)) {
@@ -213,22 +195,7 @@ pub(crate) fn run_validate(args: &ValidateArgs) -> i32 {
         emit_line(&serde_json::to_string_pretty(&results).unwrap_or_default());
         return EXIT_OK;
     }
-    for (name, r) in &results {
-        let pct = |n: u64| if r.samples == 0 { 0.0 } else { 100.0 * n as f64 / r.samples as f64 };
-        emit_line(&format!(
-            "{name}: {} samples: {:.1}% exact, {:.1}% truncated, {:.1}% wrong",
-            r.samples,
-            pct(r.exact),
-            pct(r.truncated),
-            pct(r.wrong)
-        ));
-        for f in r.failures.iter().take(15) {
-            emit_line(&format!("    {:6} × {:9} at {:#x} in {}", f.count, f.kind, f.pc, f.function));
-        }
-        if r.failures.len() > 15 {
-            emit_line(&format!("    … {} more places (--json lists all)", r.failures.len() - 15));
-        }
-    }
+    emit(&lab::validate::text(&results));
     EXIT_OK
 }
 
@@ -236,30 +203,17 @@ pub(crate) fn run_validate(args: &ValidateArgs) -> i32 {
 #[derive(Debug, clap::Args)]
 pub(crate) struct DemoArgs {
     /// Architecture of the guest.
-    #[arg(long, value_enum, default_value_t = ArchArg::X86_64)]
-    arch: ArchArg,
+    #[arg(long, default_value = "x86_64", value_parser = one_of(Arch::ALL, |a| a.name().to_string()))]
+    arch: Arch,
     /// Wait for Enter between steps (only on a terminal).
     #[arg(long)]
     step: bool,
 }
 
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub(crate) enum ArchArg {
-    #[value(name = "x86_64")]
-    X86_64,
-    Aarch64,
-    S390x,
-}
-
 pub(crate) fn run_demo(args: &DemoArgs) -> i32 {
     use std::io::IsTerminal as _;
-    let arch = match args.arch {
-        ArchArg::X86_64 => kmodel::arch::Arch::X86_64,
-        ArchArg::Aarch64 => kmodel::arch::Arch::Aarch64,
-        ArchArg::S390x => kmodel::arch::Arch::S390x,
-    };
     let guests = Path::new(env!("CARGO_MANIFEST_DIR")).join("guests/bin");
-    let steps = match lab::demo::demo(arch, &guests) {
+    let steps = match lab::demo::demo(args.arch, &guests) {
         Ok(steps) => steps,
         Err(e) => {
             eprintln!("unwindlab: demo: {e}");
@@ -277,4 +231,15 @@ pub(crate) fn run_demo(args: &DemoArgs) -> i32 {
         }
     }
     EXIT_OK
+}
+
+/// A parser accepting one of `values`, each spelled as `name` gives it.
+fn one_of<T: Copy + Send + Sync + 'static, const N: usize>(
+    values: [T; N],
+    name: fn(&T) -> String,
+) -> impl clap::builder::TypedValueParser<Value = T> {
+    use clap::builder::TypedValueParser as _;
+    let names = values.map(|v| name(&v));
+    clap::builder::PossibleValuesParser::new(names.clone())
+        .map(move |s| values[names.iter().position(|n| *n == s).unwrap_or_default()])
 }

@@ -4,7 +4,7 @@ use clap::{Args, Subcommand};
 use sframe::elf::{self, SframeInput};
 use sframe::read::dump::{self, ObjdumpStyle};
 use sframe::read::validate::{self, Profile};
-use sframe::{Abi, Base, CfaRule, Lookup, Recovery, RowRule, Section};
+use sframe::Section;
 
 use super::{emit, emit_line, parse_addr, EXIT_INVALID, EXIT_OK, EXIT_USAGE};
 
@@ -60,13 +60,11 @@ pub(crate) struct InputArgs {
 
 impl InputArgs {
     fn load(&self) -> Result<SframeInput, String> {
-        let mut input = elf::load(&self.file, self.base.unwrap_or(0)).map_err(|e| e.to_string())?;
-        if let Some(base) = self.base {
-            // The ELF's own text range no longer applies at another address.
-            input.text = input.text.filter(|_| base == input.base);
-            input.base = base;
-        }
-        Ok(input)
+        let input = elf::load(&self.file, self.base.unwrap_or(0)).map_err(|e| e.to_string())?;
+        Ok(match self.base {
+            Some(base) => input.at(base),
+            None => input,
+        })
     }
 }
 
@@ -161,7 +159,7 @@ fn run_lookup(args: &InputArgs, json: bool, pcs: &[u64]) -> i32 {
             continue;
         }
         match result {
-            Ok(Some(found)) => emit_line(&format!("{pc:#x}: {}", describe(section.header().abi, &found))),
+            Ok(Some(found)) => emit_line(&format!("{pc:#x}: {}", found.describe(section.header().abi))),
             Ok(None) => emit_line(&format!("{pc:#x}: no SFrame row covers this PC")),
             Err(e) => {
                 emit_line(&format!("{pc:#x}: error: {e}"));
@@ -185,81 +183,15 @@ fn run_check(args: &InputArgs, kernel: bool, json: bool) -> i32 {
     }
     let profile = if kernel { Profile::Kernel } else { Profile::Lab };
     let options = validate::Options { profile, text: input.text };
-    let report = validate::check(input.bytes.as_slice(), input.base, &options);
+    let report = validate::check(input.bytes.as_slice(), input.base, &options).for_file(&args.file, profile);
     if json {
-        let problems: Vec<String> = report.problems.iter().map(|p| p.to_string()).collect();
-        emit_line(&to_json(&serde_json::json!({
-            "file": args.file,
-            "profile": profile,
-            "valid": report.is_valid(),
-            "fdes": report.fdes,
-            "fres": report.fres,
-            "problems": problems,
-            "more_problems": report.more_problems,
-        })));
-    } else if report.is_valid() {
-        emit_line(&format!("{}: valid ({} FDEs, {} FREs)", args.file, report.fdes, report.fres));
+        emit_line(&to_json(&report));
     } else {
-        emit_line(&format!("{}: INVALID", args.file));
-        for problem in &report.problems {
-            emit_line(&format!("  - {problem}"));
-        }
-        if report.more_problems > 0 {
-            emit_line(&format!("  … and {} more", report.more_problems));
-        }
+        emit(&report.to_string());
     }
-    if report.is_valid() {
+    if report.valid {
         EXIT_OK
     } else {
         EXIT_INVALID
-    }
-}
-
-/// One line a person can read: where the function is and how to unwind.
-fn describe(abi: Abi, found: &Lookup) -> String {
-    let fde = &found.fde;
-    let place = format!(
-        "FDE {} ({:#x}+{:#x}) FRE {} (+{:#x})",
-        fde.index, fde.start, fde.size, found.fre_index, found.fre_start
-    );
-    match found.rule {
-        RowRule::Outermost => format!("{place}: outermost frame (RA undefined)"),
-        RowRule::Frame(frame) => format!(
-            "{place}: CFA = {}; RA = {}{}; FP = {}",
-            cfa_expr(abi, &frame.cfa),
-            recovery_expr(abi, frame.ra, "link register"),
-            if frame.ra_mangled { " (PAC-signed)" } else { "" },
-            recovery_expr(abi, frame.fp, "unchanged"),
-        ),
-    }
-}
-
-fn base_name(abi: Abi, base: Base) -> String {
-    abi.register_name(base.dwarf(abi))
-}
-
-fn cfa_expr(abi: Abi, cfa: &CfaRule) -> String {
-    let sum = format!("{}{:+}", base_name(abi, cfa.base), cfa.offset);
-    if cfa.deref {
-        format!("[{sum}]")
-    } else {
-        sum
-    }
-}
-
-fn recovery_expr(abi: Abi, rec: Recovery, untracked: &str) -> String {
-    match rec {
-        Recovery::Untracked | Recovery::Padding => untracked.into(),
-        Recovery::Fixed(offset) | Recovery::Cfa { offset, deref: true } => format!("[CFA{offset:+}]"),
-        Recovery::Cfa { offset, deref: false } => format!("CFA{offset:+}"),
-        Recovery::Reg { reg, offset, deref } => {
-            let sum = format!("{}{offset:+}", abi.register_name(reg));
-            if deref {
-                format!("[{sum}]")
-            } else {
-                sum
-            }
-        }
-        Recovery::InRegister(reg) => abi.register_name(reg),
     }
 }

@@ -39,7 +39,6 @@ const EXCP_BKPT: u32 = 7;
 
 static INFO: ArchInfo = ArchInfo {
     arch: Arch::Aarch64,
-    name: "aarch64",
     uc_arch: unicorn_engine::Arch::ARM64,
     uc_mode: Mode::ARM,
     endian: Endian::Little,

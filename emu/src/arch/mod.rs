@@ -1,9 +1,11 @@
 //! The three guest architectures behind one small trait.
 //!
-//! What differs between x86-64, AArch64 and s390x is kept here, as data in an
-//! [`ArchInfo`] table where possible and as [`Machine`] trait methods where
-//! code is needed (CPU set-up, the TLS register, how a syscall is entered).
-//! Everything else in the crate is written once against these.
+//! The architecture itself is the kernel model's [`Arch`]; what the
+//! emulator needs to know about each one is kept here, as data in an
+//! [`ArchInfo`] table ([`info`]) where possible and as [`Machine`] trait
+//! methods ([`machine`]) where code is needed (CPU set-up, the TLS register,
+//! how a syscall is entered). Everything else in the crate is written once
+//! against these.
 
 pub(crate) mod aarch64;
 pub(crate) mod s390x;
@@ -13,54 +15,33 @@ use crate::bytes::Endian;
 use crate::engine::Shared;
 use unicorn_engine::{uc_error, Unicorn};
 
-/// A guest architecture.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Arch {
-    /// x86-64 (AMD64), little-endian.
-    X86_64,
-    /// AArch64 (arm64), little-endian.
-    Aarch64,
-    /// s390x (z/Architecture), big-endian.
-    S390x,
-}
+pub use kmodel::arch::Arch;
 
-impl Arch {
-    /// All architectures, in a fixed order.
-    pub const ALL: [Arch; 3] = [Arch::X86_64, Arch::Aarch64, Arch::S390x];
-
-    /// The architecture's machine description.
-    pub fn machine(self) -> &'static dyn Machine {
-        match self {
-            Arch::X86_64 => &x86_64::X86_64,
-            Arch::Aarch64 => &aarch64::Aarch64,
-            Arch::S390x => &s390x::S390x,
-        }
-    }
-
-    /// The architecture's constant facts.
-    pub fn info(self) -> &'static ArchInfo {
-        self.machine().info()
-    }
-
-    /// The usual name (`x86_64`, `aarch64`, `s390x`).
-    pub fn name(self) -> &'static str {
-        self.info().name
-    }
-
-    /// The architecture whose ELF `e_machine` this is.
-    pub fn from_elf_machine(e_machine: u16) -> Option<Arch> {
-        Arch::ALL.into_iter().find(|arch| arch.info().elf_machine == e_machine)
-    }
-
-    /// Position of this architecture in per-architecture columns (syscall numbers).
-    pub(crate) fn index(self) -> usize {
-        self as usize
+/// The architecture's machine description.
+pub fn machine(arch: Arch) -> &'static dyn Machine {
+    match arch {
+        Arch::X86_64 => &x86_64::X86_64,
+        Arch::Aarch64 => &aarch64::Aarch64,
+        Arch::S390x => &s390x::S390x,
     }
 }
 
-impl std::fmt::Display for Arch {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
+/// The architecture's constant facts.
+pub fn info(arch: Arch) -> &'static ArchInfo {
+    machine(arch).info()
+}
+
+/// The architecture whose ELF `e_machine` this is.
+pub fn from_elf_machine(e_machine: u16) -> Option<Arch> {
+    Arch::ALL.into_iter().find(|&arch| info(arch).elf_machine == e_machine)
+}
+
+/// Position of `arch` in per-architecture columns (syscall numbers).
+pub(crate) fn index(arch: Arch) -> usize {
+    match arch {
+        Arch::X86_64 => 0,
+        Arch::Aarch64 => 1,
+        Arch::S390x => 2,
     }
 }
 
@@ -126,8 +107,6 @@ pub enum StatField {
 pub struct ArchInfo {
     /// Which architecture this describes.
     pub arch: Arch,
-    /// The usual name, also the Linux `uname -m`.
-    pub name: &'static str,
     /// Unicorn's architecture.
     pub uc_arch: unicorn_engine::Arch,
     /// Unicorn's mode.

@@ -52,7 +52,6 @@ const SVC_LEN: u64 = 2;
 
 static INFO: ArchInfo = ArchInfo {
     arch: Arch::S390x,
-    name: "s390x",
     uc_arch: unicorn_engine::Arch::S390X,
     uc_mode: Mode::BIG_ENDIAN,
     endian: Endian::Big,

@@ -34,7 +34,6 @@ static STAT: StatLayout = StatLayout {
 
 static INFO: ArchInfo = ArchInfo {
     arch: Arch::X86_64,
-    name: "x86_64",
     uc_arch: unicorn_engine::Arch::X86,
     uc_mode: Mode::MODE_64,
     endian: Endian::Little,

@@ -335,7 +335,7 @@ fn write_signal(f: &mut fmt::Formatter<'_>, value: u64) -> fmt::Result {
 }
 
 fn write_open_flags(f: &mut fmt::Formatter<'_>, value: u64, arch: Arch) -> fmt::Result {
-    let bits = abi::OPEN_BITS.iter().map(|&(name, values)| (values[arch.index()], name));
+    let bits = abi::OPEN_BITS.iter().map(|&(name, values)| (values[crate::arch::index(arch)], name));
     write_flags(f, value, abi::O_ACCMODE, abi::OPEN_ACCESS_NAMES, bits)
 }
 

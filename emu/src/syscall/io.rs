@@ -10,7 +10,8 @@ use super::{fail, ok, SysError, SysResult, GID, UID};
 use crate::arch::StatField;
 use crate::bytes::GuestStruct;
 use crate::emulator::Emulator;
-use crate::memory::{Access, ReadMode};
+use crate::memory::AccessKind;
+use kmodel::memory::Access;
 use std::rc::Rc;
 
 const S_IFIFO: u64 = 0o010_000;
@@ -73,7 +74,7 @@ fn input(emu: &mut Emulator, fd: u64, max: u64) -> Result<Vec<u8>, SysError> {
 pub(super) fn read(emu: &mut Emulator, [fd, buf, count, ..]: [u64; 6]) -> SysResult {
     fd_entry(emu, fd)?;
     // Check the buffer before consuming input, so a bad pointer loses nothing.
-    emu.pages().check(buf, count.min(READ_CHUNK), Access::Write, ReadMode::Faultable)?;
+    emu.pages().check(buf, count.min(READ_CHUNK), AccessKind::Write, Access::Faultable)?;
     let data = input(emu, fd, count)?;
     emu.write(buf, &data)?;
     ok(data.len() as u64)
@@ -106,7 +107,7 @@ fn copy_out(emu: &mut Emulator, fd: u64, buf: u64, count: u64) -> Result<(), Sys
 pub(super) fn write(emu: &mut Emulator, [fd, buf, count, ..]: [u64; 6]) -> SysResult {
     fd_entry(emu, fd)?;
     let count = count.min(MAX_RW_COUNT);
-    emu.pages().check(buf, count, Access::Read, ReadMode::Faultable)?;
+    emu.pages().check(buf, count, AccessKind::Read, Access::Faultable)?;
     copy_out(emu, fd, buf, count)?;
     ok(count)
 }
@@ -126,7 +127,7 @@ pub(super) fn writev(emu: &mut Emulator, [fd, iov, count, ..]: [u64; 6]) -> SysR
     let mut total = 0u64;
     for &(base, len) in &iovecs {
         let len = len.min(MAX_RW_COUNT - total);
-        emu.pages().check(base, len, Access::Read, ReadMode::Faultable)?;
+        emu.pages().check(base, len, AccessKind::Read, Access::Faultable)?;
         total += len;
     }
     let mut left = total;
@@ -145,7 +146,7 @@ pub(super) fn readv(emu: &mut Emulator, [fd, iov, count, ..]: [u64; 6]) -> SysRe
         if len == 0 {
             continue;
         }
-        emu.pages().check(base, len.min(READ_CHUNK), Access::Write, ReadMode::Faultable)?;
+        emu.pages().check(base, len.min(READ_CHUNK), AccessKind::Write, Access::Faultable)?;
         let data = input(emu, fd, len)?;
         emu.write(base, &data)?;
         total += data.len() as u64;
@@ -254,7 +255,7 @@ fn write_stat(emu: &mut Emulator, addr: u64, entry: &Fd, ino: u64) -> SysResult 
         Fd::File { data, .. } => (S_IFREG | 0o444, data.len() as u64),
     };
     let layout = emu.info().stat;
-    let time = crate::kernel::REALTIME_EPOCH_NS / crate::kernel::NS_PER_SEC;
+    let time = crate::process::REALTIME_EPOCH_NS / crate::process::NS_PER_SEC;
     let mut st = GuestStruct::new(emu.endian(), layout.size);
     for &(field, offset, width) in layout.fields {
         let value = match field {

@@ -23,9 +23,10 @@ mod time;
 use crate::arch::Arch;
 use crate::emulator::{Emulator, Event, Exit};
 use crate::error::Error;
-use crate::memory::{Access, MemFault, ReadMode, PAGE_SIZE};
+use crate::memory::{AccessKind, MemFault, PAGE_SIZE};
 use args::Ret::{Addr, NoReturn, Num, Restored};
 use args::*;
+use kmodel::memory::Access;
 
 pub(crate) use io::Fd;
 
@@ -215,7 +216,7 @@ static TABLE: &[Def] = &[
 
 /// Syscall number → table row, for `arch`.
 pub(crate) fn number_map(arch: crate::arch::Arch) -> Vec<Option<u16>> {
-    let column = arch.index();
+    let column = crate::arch::index(arch);
     let numbers = || TABLE.iter().map(|def| def.nr[column]).filter(|&nr| nr != NO);
     let len = numbers().max().map_or(0, |max| usize::from(max) + 1);
     let mut map = vec![None; len];
@@ -229,7 +230,10 @@ pub(crate) fn number_map(arch: crate::arch::Arch) -> Vec<Option<u16>> {
 
 /// The name of syscall `nr` on `arch`, if the emulator knows it.
 pub fn name(arch: crate::arch::Arch, nr: u64) -> Option<&'static str> {
-    TABLE.iter().find(|def| u64::from(def.nr[arch.index()]) == nr && def.nr[arch.index()] != NO).map(|def| def.name)
+    TABLE
+        .iter()
+        .find(|def| u64::from(def.nr[crate::arch::index(arch)]) == nr && def.nr[crate::arch::index(arch)] != NO)
+        .map(|def| def.name)
 }
 
 /// How an unknown call's arguments are shown: all six registers.
@@ -315,7 +319,7 @@ fn peek_string(emu: &Emulator, addr: u64) -> Option<Captured> {
     while bytes.len() < CAPTURE_MAX {
         // Page by page, so an unmapped page after the NUL is never touched.
         let len = (PAGE_SIZE - at % PAGE_SIZE).min((CAPTURE_MAX - bytes.len()) as u64);
-        emu.pages().check(at, len, Access::Read, ReadMode::Faultable).ok()?;
+        emu.pages().check(at, len, AccessKind::Read, Access::Faultable).ok()?;
         let mut chunk = vec![0u8; len as usize];
         emu.uc.mem_read(at, &mut chunk).ok()?;
         if let Some(nul) = chunk.iter().position(|&b| b == 0) {
@@ -337,13 +341,13 @@ mod tests {
         for arch in Arch::ALL {
             let mut seen = std::collections::BTreeMap::new();
             for def in TABLE {
-                let nr = def.nr[arch.index()];
+                let nr = def.nr[crate::arch::index(arch)];
                 if nr != NO {
                     assert!(seen.insert(nr, def.name).is_none(), "{arch}: {nr} used twice ({})", def.name);
                 }
             }
             let map = number_map(arch);
-            assert_eq!(name(arch, 1), [Some("write"), None, Some("exit")][arch.index()]);
+            assert_eq!(name(arch, 1), [Some("write"), None, Some("exit")][crate::arch::index(arch)]);
             assert_eq!(map.iter().flatten().count(), seen.len());
         }
         let mut names: Vec<_> = TABLE.iter().map(|def| def.name).collect();

@@ -54,7 +54,7 @@ pub(super) fn rseq(_emu: &mut Emulator, _: [u64; 6]) -> SysResult {
 
 pub(super) fn uname(emu: &mut Emulator, [buf, ..]: [u64; 6]) -> SysResult {
     const FIELD: usize = 65;
-    let machine = emu.info().name;
+    let machine = emu.arch().name();
     let fields: [&str; 6] = ["Linux", "unwindlab", "6.1.0", "#1 SMP unwindlab", machine, "(none)"];
     let mut out = vec![0u8; 6 * FIELD];
     for (i, field) in fields.iter().enumerate() {
@@ -167,7 +167,7 @@ pub(super) fn sched_getaffinity(emu: &mut Emulator, [pid, len, mask, ..]: [u64; 
 pub(super) fn getrandom(emu: &mut Emulator, [buf, len, ..]: [u64; 6]) -> SysResult {
     // Linux returns at most this much per call.
     let len = len.min(33_554_431);
-    emu.pages().check(buf, len, crate::memory::Access::Write, crate::memory::ReadMode::Faultable)?;
+    emu.pages().check(buf, len, crate::memory::AccessKind::Write, kmodel::memory::Access::Faultable)?;
     let mut bytes = vec![0u8; len as usize];
     emu.rng.fill(&mut bytes);
     emu.write(buf, &bytes)?;

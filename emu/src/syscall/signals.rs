@@ -5,7 +5,7 @@ use super::abi::{SIG_BLOCK, SIG_SETMASK, SIG_UNBLOCK};
 use super::errno::{EINVAL, ENOMEM, EPERM, ESRCH};
 use super::{fail, ok, SysResult, PID, UNBLOCKABLE};
 use crate::emulator::Emulator;
-use crate::kernel::{sig_bit, SigAction};
+use crate::process::{sig_bit, SigAction};
 use crate::sigframe::{si_code, SS_DISABLE, SS_ONSTACK};
 use crate::signal::{NSIG, SIGKILL, SIGSTOP};
 
@@ -40,7 +40,7 @@ pub(super) fn rt_sigaction(emu: &mut Emulator, [sig, act, oact, size, ..]: [u64;
     }
     if let Some(new) = new {
         emu.signals.actions[sig as usize] = new;
-        if new.handler == crate::kernel::SIG_IGN {
+        if new.handler == crate::process::SIG_IGN {
             emu.signals.pending &= !sig_bit(sig);
         }
     }
@@ -76,7 +76,7 @@ fn send(emu: &mut Emulator, target: u64, sig: u64, code: i32) -> SysResult {
         return fail(ESRCH);
     }
     if let Some(sig) = valid(sig) {
-        if emu.signals.actions[sig as usize].handler != crate::kernel::SIG_IGN {
+        if emu.signals.actions[sig as usize].handler != crate::process::SIG_IGN {
             emu.signals.pending |= sig_bit(sig);
             emu.signals.sent_code[sig as usize] = code;
         }

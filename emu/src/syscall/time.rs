@@ -9,7 +9,7 @@ use super::abi::{
 use super::errno::EINVAL;
 use super::{fail, ok, SysResult};
 use crate::emulator::Emulator;
-use crate::kernel::{MONOTONIC_EPOCH_NS, NS_PER_SEC, REALTIME_EPOCH_NS};
+use crate::process::{MONOTONIC_EPOCH_NS, NS_PER_SEC, REALTIME_EPOCH_NS};
 
 /// The value of clock `clock` in nanoseconds, or `None` for an unknown clock.
 fn now_ns(emu: &Emulator, clock: u64) -> Option<u64> {

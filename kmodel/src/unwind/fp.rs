@@ -3,12 +3,12 @@
 //! `unwind_user_fp_get_frame()`, this only describes the frame; the shared
 //! step applies it with the usual checks.
 
-use super::{CfaBase, Found, Frame, Rule, StepError, Walk};
+use super::types::{CfaBase, Found, Frame, Rule, StepError};
+use crate::arch::Arch;
 
-/// The caller's frame as the FP convention of the walk's architecture
-/// describes it.
-pub(super) fn frame(walk: &Walk<'_>) -> Result<Found, StepError> {
-    let arch = walk.arch;
+/// The caller's frame as the FP convention of `arch` describes it, for a
+/// frame whose SP is `sp`; `load` reads a stack word.
+pub(super) fn frame(arch: Arch, sp: u64, load: impl Fn(u64) -> Result<u64, StepError>) -> Result<Found, StepError> {
     if let Some(layout) = arch.fp_frame() {
         // `ARCH_INIT_USER_FP_FRAME`: CFA = FP + 2 words, RA and the caller's
         // FP saved just below it (x86-64 push/mov, the AArch64 frame record).
@@ -35,15 +35,14 @@ pub(super) fn frame(walk: &Walk<'_>) -> Result<Found, StepError> {
     // stale value. The vDSO wrapper frame special case is not modelled,
     // and 64-bit offsets replace the series' s32 ones (they differ only for
     // back chains jumping more than 2 GiB).
-    let state = walk.state;
-    let caller_sp = walk.load(state.sp)?;
+    let caller_sp = load(sp)?;
     if caller_sp == 0 {
         return Ok(Found::Outermost);
     }
     let sp_off = arch.sp_from_cfa();
     Ok(Found::Frame(Frame {
         cfa_base: CfaBase::Sp,
-        cfa_offset: (caller_sp.wrapping_sub(state.sp) as i64).wrapping_sub(sp_off),
+        cfa_offset: (caller_sp.wrapping_sub(sp) as i64).wrapping_sub(sp_off),
         cfa_deref: false,
         sp_off,
         ra: Rule::Cfa { offset: ra_slot + sp_off, deref: true },

@@ -1,35 +1,21 @@
-//! The SFrame method: the per-mm registry of `.sframe` sections and the
-//! lookup of the kernel's `sframe.c` (v13 series).
+//! `kernel/unwind/sframe.c` (v13 series), the registry half: the per-mm
+//! `.sframe` sections (`sframe_add_section()`, `sframe_remove_section()`);
+//! `sframe_find()` is in `sframe_find.rs`.
 //!
 //! Sections stay in user memory and are read through [`UserBytes`] on every
 //! lookup, so a lookup faults exactly where the kernel's would. Only the
 //! 28-byte header is copied at registration, as `sframe_read_header()` keeps
 //! the parsed values in `struct sframe_section`; later changes to it in user
 //! memory go unnoticed, by the kernel and by the model alike.
-//!
-//! The lookup reuses the lab reader's decoding but follows the kernel's
-//! algorithm and its classification of failures: "no data" (`-EINVAL`: no
-//! section, PC before the first function or in a gap, a function outside
-//! the registered text, a first row after the PC, a flex CFA that is not
-//! register-based) lets the walk fall back, while corruption and faults
-//! (`-EFAULT`: unsorted FDEs seen by the binary search, rows not
-//! increasing or starting beyond their function, bad sizes, data running
-//! out of the row sub-section, data words the rule does not consume) drop
-//! the section. The kernel decodes a row's FRE type and FDE type only when
-//! it reads a row; the reader decodes them with the FDE, so such an FDE is
-//! corrupt here even if it has no rows.
 
 use std::collections::BTreeMap;
 
+use ::sframe::read::header::HEADER_SIZE;
+use ::sframe::read::{ByteSource, Error, Fault, Section, Version};
+
+use super::types::SframeMode;
 use crate::arch::Arch;
 use crate::memory::{Access, MemError, UserBytes, UserMemory};
-use sframe::read::header::HEADER_SIZE;
-use sframe::read::{
-    rule, Base, ByteSource, Error, Fault, Fde, FdeKind, FrameRule, Fre, PcType, Recovery, RowRule, Section, Version,
-    V1_AMD64_PLT_ENTRY_SIZE,
-};
-
-use super::{CfaBase, Found, Frame, Method, Recorder, Rule, SframeMode, Stop};
 
 /// One registered section: `struct sframe_section`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,7 +33,7 @@ pub struct SframeEntry {
     /// The section's format version.
     pub version: Version,
     /// The header as copied at registration.
-    header: [u8; HEADER_SIZE as usize],
+    pub(super) header: [u8; HEADER_SIZE as usize],
 }
 
 /// Why a section could not be registered or removed; [`RegError::errno`]
@@ -233,86 +219,13 @@ impl SframeRegistry {
     pub fn is_empty(&self) -> bool {
         self.by_text.is_empty()
     }
-
-    /// `sframe_find()`: the rule for `ip`, or why there is none.
-    pub(super) fn lookup(&self, mem: &Recorder<'_>, access: Access, arch: Arch, ip: u64) -> Result<Found, Miss> {
-        let entry = self.find(ip).ok_or(Miss::NoData("no .sframe section covers the IP"))?;
-        let src = HeaderCopy {
-            header: &entry.header,
-            rest: UserBytes { mem, addr: entry.sframe_start, len: entry.sframe_end - entry.sframe_start, access },
-        };
-        let start = entry.sframe_start;
-        let fail = |error: Error| match error {
-            Error::Fault { offset } => Miss::Fault {
-                sframe_start: start,
-                // The recorder saw the failed read; its kind decides the walk's fate.
-                error: mem.last_error.get().unwrap_or(MemError::Unmapped { addr: start.wrapping_add(offset) }),
-            },
-            other => Miss::Corrupt { sframe_start: start, reason: other.to_string() },
-        };
-        let corrupt = |reason: &str| Miss::Corrupt { sframe_start: start, reason: reason.to_string() };
-        // Served from the copied header: no user-memory read.
-        let section = Section::parse(&src, start).map_err(fail)?;
-        let fde = find_fde(&section, entry, ip, &fail, &corrupt)?;
-        let fre = find_fre(&section, &fde, ip, &fail, &corrupt)?;
-        let header = section.header();
-        if !kernel_consumes_all_words(header.cfa_fixed_ra_offset, header.cfa_fixed_fp_offset, &fde, &fre) {
-            return Err(corrupt("data words do not match the rule (the kernel reads every word)"));
-        }
-        if fde.kind == FdeKind::Flex && fre.word_count() > 0 && fre.word_unsigned(0).unwrap_or(0) & 1 == 0 {
-            return Err(Miss::NoData("flex CFA rule is not register-based"));
-        }
-        match rule::interpret(header, &fde, &fre).map_err(fail)?.rule {
-            RowRule::Outermost => Ok(Found::Outermost),
-            RowRule::Frame(frame) => Ok(Found::Frame(frame_of(&frame.resolved(header), fde.kind, arch))),
-        }
-    }
-}
-
-/// Why the SFrame method has no rule for an IP.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Miss {
-    /// Nothing describes the IP (`-EINVAL`): fall back.
-    NoData(&'static str),
-    /// The section is corrupt (`-EFAULT`): drop it, fall back.
-    Corrupt { sframe_start: u64, reason: String },
-    /// Reading the section failed.
-    Fault { sframe_start: u64, error: MemError },
-}
-
-impl Miss {
-    /// The section the kernel would drop for this miss: any `-EFAULT`, but
-    /// not a [`MemError::WouldFault`] (see the module docs of `unwind`).
-    pub(super) fn drops_section(&self) -> Option<u64> {
-        match self {
-            Miss::Corrupt { sframe_start, .. } => Some(*sframe_start),
-            Miss::Fault { sframe_start, error: MemError::Unmapped { .. } } => Some(*sframe_start),
-            Miss::NoData(_) | Miss::Fault { error: MemError::WouldFault { .. }, .. } => None,
-        }
-    }
-
-    /// True for a read refused because the context may not fault.
-    pub(super) fn is_would_fault(&self) -> bool {
-        matches!(self, Miss::Fault { error: MemError::WouldFault { .. }, .. })
-    }
-
-    /// How the walk reports this miss if no later method steps.
-    pub(super) fn stop(&self) -> Stop {
-        match self {
-            Miss::NoData(why) => Stop::NoMethod { reason: format!("sframe: {why}") },
-            Miss::Corrupt { sframe_start, reason } => {
-                Stop::Corrupt { sframe_start: *sframe_start, reason: reason.clone() }
-            }
-            Miss::Fault { error, .. } => Stop::Fault { addr: error.addr(), method: Method::Sframe },
-        }
-    }
 }
 
 /// A section's bytes: the header from the registration-time copy, the rest
 /// from user memory.
-struct HeaderCopy<'a, M: ?Sized> {
-    header: &'a [u8; HEADER_SIZE as usize],
-    rest: UserBytes<'a, M>,
+pub(super) struct HeaderCopy<'a, M: ?Sized> {
+    pub(super) header: &'a [u8; HEADER_SIZE as usize],
+    pub(super) rest: UserBytes<'a, M>,
 }
 
 impl<M: UserMemory + ?Sized> ByteSource for HeaderCopy<'_, M> {
@@ -331,162 +244,5 @@ impl<M: UserMemory + ?Sized> ByteSource for HeaderCopy<'_, M> {
             return Ok(());
         }
         self.rest.read_at(offset + in_header as u64, tail)
-    }
-}
-
-/// `__find_fde()`: binary search for the last function starting at or
-/// before `ip`, noticing unsorted starts on the way; then the text-range and
-/// gap checks.
-fn find_fde<S: ByteSource>(
-    section: &Section<S>,
-    entry: &SframeEntry,
-    ip: u64,
-    fail: &impl Fn(Error) -> Miss,
-    corrupt: &impl Fn(&str) -> Miss,
-) -> Result<Fde, Miss> {
-    let (mut low, mut high) = (0i64, i64::from(section.header().num_fdes) - 1);
-    // Every start left of a probe must be <= it, every start right >= it.
-    let (mut floor, mut ceiling) = (0u64, u64::MAX);
-    let mut found: Option<(u32, u64)> = None;
-    while low <= high {
-        let mid = low + (high - low) / 2;
-        let index = mid as u32;
-        let start = section.fde_start(index).map_err(fail)?;
-        if ip >= start {
-            if start < floor {
-                return Err(corrupt("FDEs are not sorted"));
-            }
-            floor = start;
-            found = Some((index, start));
-            low = mid + 1;
-        } else {
-            if start > ceiling {
-                return Err(corrupt("FDEs are not sorted"));
-            }
-            ceiling = start;
-            high = mid - 1;
-        }
-    }
-    let (index, start) = found.ok_or(Miss::NoData("the IP precedes every function"))?;
-    // Checked before the rest of the FDE is read, as in `__read_fde()`.
-    if start < entry.text_start || start >= entry.text_end {
-        return Err(Miss::NoData("the function starts outside the registered text"));
-    }
-    let fde = section.fde(index).map_err(|error| match error {
-        Error::FreOutside { .. } => Miss::NoData("the FDE's row block lies outside the FRE sub-section"),
-        other => fail(other),
-    })?;
-    if !fde.contains(ip) {
-        return Err(Miss::NoData("the IP is in a gap between functions"));
-    }
-    Ok(fde)
-}
-
-/// `__find_fre()`: the last row starting at or before the IP's offset,
-/// with the kernel's per-row checks.
-fn find_fre<S: ByteSource>(
-    section: &Section<S>,
-    fde: &Fde,
-    ip: u64,
-    fail: &impl Fn(Error) -> Miss,
-    corrupt: &impl Fn(&str) -> Miss,
-) -> Result<Fre, Miss> {
-    // `fde.contains(ip)` holds, so the offset fits the u32 function size.
-    let mut offset = ip.wrapping_sub(fde.start) as u32;
-    if fde.pc_type == PcType::Mask {
-        let h = section.header();
-        let rep = match h.version {
-            // V1 has no repetition size; the reader's PLT heuristic applies.
-            Version::V1 if h.abi == sframe::Abi::Amd64 => u32::from(V1_AMD64_PLT_ENTRY_SIZE),
-            Version::V1 => 0,
-            // The kernel divides by it unchecked; a zero here is its oops.
-            _ if fde.rep_size == 0 => return Err(corrupt("PC-type MASK with repetition size 0")),
-            _ => u32::from(fde.rep_size),
-        };
-        if rep != 0 {
-            offset %= rep;
-        }
-    }
-    let mut prev: Option<Fre> = None;
-    for fre in section.fres(fde) {
-        let fre = fre.map_err(fail)?;
-        if fde.pc_type == PcType::Inc && fre.start > fde.size {
-            return Err(corrupt("a row starts beyond its function"));
-        }
-        if prev.is_some_and(|p| fre.start <= p.start) {
-            return Err(corrupt("row start offsets are not increasing"));
-        }
-        if fre.start > offset {
-            break;
-        }
-        prev = Some(fre);
-    }
-    prev.ok_or(Miss::NoData("no row covers the IP"))
-}
-
-/// The kernel's data-word accounting (`__read_*_fre_datawords()`): every
-/// word must be consumed. Flex rows take a control word for RA and for FP
-/// only while two words remain, so a lone trailing word (e.g. a final
-/// padding word) is left over, which the lab reader would accept.
-fn kernel_consumes_all_words(fixed_ra: i8, fixed_fp: i8, fde: &Fde, fre: &Fre) -> bool {
-    let n = fre.word_count();
-    if n == 0 {
-        return true;
-    }
-    match fde.kind {
-        FdeKind::Default => {
-            let mut left = n - 1;
-            for fixed in [fixed_ra, fixed_fp] {
-                if fixed == 0 && left > 0 {
-                    left -= 1;
-                }
-            }
-            left == 0
-        }
-        FdeKind::Flex => {
-            if n < 2 {
-                return false;
-            }
-            let (mut left, mut next) = (n - 2, 2);
-            for _ in 0..2 {
-                if left >= 2 {
-                    let control = fre.word_unsigned(next).unwrap_or(0);
-                    let used = if control == 0 { 1 } else { 2 };
-                    left -= used;
-                    next += used;
-                }
-            }
-            left == 0
-        }
-    }
-}
-
-/// A resolved row rule as the walker's frame description
-/// (`sframe_init_cfa_rule_data()`, `sframe_init_rule_data()`).
-fn frame_of(rule: &FrameRule, kind: FdeKind, arch: Arch) -> Frame {
-    // A flex CFA on SP or FP is an SP/FP rule, valid in every frame.
-    let cfa_base = match rule.cfa.base.named(arch.sframe_abi()) {
-        Base::Sp => CfaBase::Sp,
-        Base::Fp => CfaBase::Fp,
-        Base::Reg(r) => CfaBase::Reg(r),
-    };
-    let recovery = |rec: Recovery| match rec {
-        Recovery::Untracked | Recovery::Padding => Rule::Retain,
-        // Default FDEs carry bare offsets, and the kernel reads an offset of
-        // 0 as "no rule" (`ctl = off ? deref : 0`).
-        Recovery::Cfa { offset: 0, deref: true } if kind == FdeKind::Default => Rule::Retain,
-        Recovery::Cfa { offset, deref } => Rule::Cfa { offset: i64::from(offset), deref },
-        Recovery::Fixed(offset) => Rule::Cfa { offset: i64::from(offset), deref: true },
-        Recovery::Reg { reg, offset, deref } => Rule::Reg { reg, offset: i64::from(offset), deref },
-        Recovery::InRegister(reg) => Rule::Reg { reg, offset: 0, deref: false },
-    };
-    Frame {
-        cfa_base,
-        cfa_offset: i64::from(rule.cfa.offset),
-        cfa_deref: rule.cfa.deref,
-        sp_off: arch.sp_from_cfa(),
-        ra: recovery(rule.ra),
-        fp: recovery(rule.fp),
-        ra_mangled: rule.ra_mangled,
     }
 }

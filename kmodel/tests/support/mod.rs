@@ -1,37 +1,43 @@
-//! Shared fixtures: a synthetic user stack with frame pointers.
+//! The fixtures the kmodel tests share, each defined once: kernels and
+//! their tasks ([`kernel`], [`task`], [`callbacks`]), a synthetic
+//! frame-pointer stack ([`stack`]), and stacks and `.sframe` sections
+//! placed in memory for the unwinder tests ([`sections`]).
 #![allow(dead_code)]
 
-use kmodel::arch::{Arch, UserRegs};
-use kmodel::memory::PagedMemory;
+pub mod sections;
+pub mod stack;
 
-/// Stack top of the synthetic task.
-pub const STACK_TOP: u64 = 0x7fff_f000_0000;
-/// Text addresses of the synthetic call chain (outermost last).
-pub const CALLERS: [u64; 4] = [0x40_1100, 0x40_1200, 0x40_1300, 0x40_1400];
+use kmodel::arch::Arch;
+use kmodel::event::EventKind;
+use kmodel::kernel::Kernel;
+use kmodel::types::{KernelOptions, PerfRegistration, Tid};
 
-/// A user stack of `depth` frame-pointer frames (x86-64 / AArch64 layout:
-/// saved FP at FP, RA at FP+8), the outermost with FP 0. Returns memory and
-/// the registers of the innermost frame; its PC is 0x401000.
-pub fn fp_stack(arch: Arch, depth: usize) -> (PagedMemory, UserRegs) {
-    let mut mem = PagedMemory::new();
-    mem.map(STACK_TOP - 0x10_0000, 0x10_0000);
-    let be = arch.big_endian();
-    let mut fp = STACK_TOP - 0x1000;
-    let sp = fp - 0x40;
-    let first_fp = fp;
-    for i in 0..depth {
-        let caller_fp = if i + 1 == depth { 0 } else { fp + 0x100 };
-        mem.write_word(fp, caller_fp, be);
-        mem.write_word(fp + 8, CALLERS[i % CALLERS.len()] + i as u64, be);
-        fp = caller_fp;
-    }
-    let regs = UserRegs::new(arch, 0x40_1000, sp, first_fp, 0);
-    (mem, regs)
+/// A kernel with invariant checking on, whatever the build profile.
+pub fn kernel(opts: KernelOptions) -> Kernel {
+    let mut k = Kernel::new(opts);
+    k.set_checks(true);
+    k
 }
 
-/// The trace the FP unwinder must find for [`fp_stack`].
-pub fn expected_trace(depth: usize) -> Vec<u64> {
-    let mut v = vec![0x40_1000];
-    v.extend((0..depth).map(|i| CALLERS[i % CALLERS.len()] + i as u64));
-    v
+/// Options for a kernel whose only tracers are the test's own: perf would
+/// register late, with a deferred session, and there is none.
+pub fn without_perf() -> KernelOptions {
+    KernelOptions { perf_registration: PerfRegistration::Late, ..KernelOptions::default() }
+}
+
+/// A user task named "task" on `cpu`, in an x86-64 address space of its own.
+pub fn task(k: &mut Kernel, cpu: usize) -> Tid {
+    let mm = k.new_mm(Arch::X86_64);
+    k.spawn("task", mm, cpu)
+}
+
+/// Every callback so far: (work index, cookie value, entries delivered).
+pub fn callbacks(k: &Kernel) -> Vec<(usize, u64, usize)> {
+    k.events()
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Callback { work, cookie, nr } => Some((work.0, cookie.id(), *nr)),
+            _ => None,
+        })
+        .collect()
 }

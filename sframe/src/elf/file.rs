@@ -3,7 +3,7 @@
 
 use goblin::elf::Elf;
 
-use super::SHT_GNU_SFRAME;
+use super::constants::{PT_GNU_SFRAME, SHT_GNU_SFRAME};
 use crate::Abi;
 
 /// The section bytes to work on and where they live.
@@ -120,6 +120,26 @@ pub fn load(path: &str, raw_base: u64) -> Result<SframeInput, InputError> {
     })
 }
 
+impl SframeInput {
+    /// The same section at another address (raw bytes, or an override of
+    /// the ELF section address); the ELF's text range no longer applies
+    /// there.
+    pub fn at(mut self, base: u64) -> Self {
+        self.text = self.text.filter(|_| base == self.base);
+        self.base = base;
+        self
+    }
+}
+
+/// The file offset and size of the `PT_GNU_SFRAME` segment of the ELF file
+/// `data`: where its `.sframe` bytes are before loading (`None` without
+/// one, or if `data` is not ELF). Both come from the file unchecked.
+pub fn sframe_segment(data: &[u8]) -> Option<(u64, u64)> {
+    let elf = Elf::parse(data).ok()?;
+    let ph = elf.program_headers.iter().find(|p| p.p_type == PT_GNU_SFRAME)?;
+    Some((ph.p_offset, ph.p_filesz))
+}
+
 /// The BFD name for raw bytes: from the section's ABI byte when readable.
 pub fn raw_bfd_target(bytes: &[u8]) -> String {
     bytes
@@ -154,8 +174,8 @@ pub struct CfiInput {
     pub cfi_address: u64,
     /// Bytes in executable sections (for coverage).
     pub text_bytes: u64,
-    /// Function symbols: (address, size, name), sorted by address.
-    pub symbols: Vec<(u64, u64, String)>,
+    /// Function symbols.
+    pub symbols: super::symbols::Symbols,
 }
 
 /// Reads `path` for SFrame generation: `.eh_frame`, else `.debug_frame`.
@@ -211,15 +231,9 @@ pub fn load_cfi(path: &str) -> Result<CfiInput, InputError> {
         .iter()
         .filter(|sh| sh.sh_flags & u64::from(goblin::elf::section_header::SHF_EXECINSTR) != 0)
         .map(|sh| sh.sh_size)
-        .sum();
-    let mut symbols: Vec<(u64, u64, String)> = elf
-        .syms
-        .iter()
-        .filter(|s| s.st_type() == goblin::elf::sym::STT_FUNC && s.st_value != 0)
-        .filter_map(|s| Some((s.st_value, s.st_size, elf.strtab.get_at(s.st_name)?.to_string())))
-        .collect();
-    symbols.sort();
-    symbols.dedup_by_key(|s| s.0);
+        // Sizes come from the file: a corrupt one must not overflow.
+        .fold(0u64, u64::saturating_add);
+    let symbols = super::symbols::Symbols::from_elf(&elf, 0);
     Ok(CfiInput { abi, kind, cfi_address: sh.sh_addr, cfi, text_bytes, symbols, data })
 }
 
@@ -227,8 +241,6 @@ pub fn load_cfi(path: &str) -> Result<CfiInput, InputError> {
 impl CfiInput {
     /// The name of the function containing `address`, if a symbol says.
     pub fn function_name(&self, address: u64) -> Option<&str> {
-        let i = self.symbols.partition_point(|s| s.0 <= address).checked_sub(1)?;
-        let (start, size, name) = &self.symbols[i];
-        (address < start + (*size).max(1)).then_some(name.as_str())
+        self.symbols.lookup(address).map(|(name, _)| name)
     }
 }

@@ -7,10 +7,14 @@
 use goblin::elf::program_header::{PF_R, PT_LOAD, PT_PHDR};
 use goblin::elf::Elf;
 
-use super::{PT_GNU_SFRAME, SHT_GNU_SFRAME};
+use super::constants::{PT_GNU_SFRAME, SHT_GNU_SFRAME};
 
 const PHDR_SIZE: u64 = 56;
 const SHDR_SIZE: u64 = 64;
+/// How far past the end of the file the new segment may start (alignment
+/// padding, or a gap up to the highest segment's end): more comes from a
+/// corrupt header, and the rewritten file would be that large.
+const MAX_GAP: u64 = 1 << 30;
 
 /// Why a file cannot be rewritten.
 #[derive(Debug, thiserror::Error)]
@@ -81,9 +85,10 @@ fn align_up(value: u64, align: u64) -> u64 {
 struct Plan {
     little: bool,
     seg_offset: u64,
-    seg_vaddr: u64,
     phdrs: Vec<Phdr>,
     sframe_offset_in_seg: u64,
+    /// Address of the section's first byte.
+    sframe_vaddr: u64,
 }
 
 fn plan(data: &[u8]) -> Result<Plan, InjectError> {
@@ -104,15 +109,33 @@ fn plan(data: &[u8]) -> Result<Plan, InjectError> {
     // computing AT_PHDR (the PT_LOAD that holds e_phoff, or first segment
     // base + e_phoff) find the new table.
     let delta = first.p_vaddr.wrapping_sub(first.p_offset);
-    let mut seg_offset = align_up(data.len() as u64, align);
+    let len = data.len() as u64;
+    let too_far = |offset: u64| {
+        InjectError::Unsupported(format!(
+            "the new segment would start at file offset {offset:#x} (alignment {align:#x}, segments up to \
+             {end:#x}), more than {MAX_GAP:#x} bytes past the end of the {len}-byte file"
+        ))
+    };
+    // Bounded before rounding up, so the arithmetic below cannot overflow.
+    if align > MAX_GAP {
+        return Err(too_far(align));
+    }
+    let mut seg_offset = align_up(len, align);
     if seg_offset.wrapping_add(delta) < end {
-        seg_offset = align_up(end.wrapping_sub(delta), align);
+        let needed = end.wrapping_sub(delta);
+        if needed > len + MAX_GAP {
+            return Err(too_far(needed));
+        }
+        seg_offset = align_up(needed, align);
     }
     let seg_vaddr = seg_offset.wrapping_add(delta);
     let has_sframe = elf.program_headers.iter().any(|p| p.p_type == PT_GNU_SFRAME);
     let count = elf.program_headers.len() as u64 + 1 + u64::from(!has_sframe);
     let table_size = count * PHDR_SIZE;
     let sframe_offset_in_seg = align_up(table_size, 8);
+    let sframe_vaddr = seg_vaddr.checked_add(sframe_offset_in_seg).ok_or_else(|| {
+        InjectError::Unsupported(format!("the new segment's address {seg_vaddr:#x} wraps around the address space"))
+    })?;
     let mut phdrs: Vec<Phdr> = Vec::new();
     let last_load = elf.program_headers.iter().rposition(|p| p.p_type == PT_LOAD).unwrap_or(0);
     for (i, p) in elf.program_headers.iter().enumerate() {
@@ -157,13 +180,13 @@ fn plan(data: &[u8]) -> Result<Plan, InjectError> {
         p_memsz: 0,
         p_align: 8,
     });
-    Ok(Plan { little: elf.little_endian, seg_offset, seg_vaddr, phdrs, sframe_offset_in_seg })
+    Ok(Plan { little: elf.little_endian, seg_offset, phdrs, sframe_offset_in_seg, sframe_vaddr })
 }
 
 /// Where the section will live in the rewritten `data`.
 pub fn placement(data: &[u8]) -> Result<Placement, InjectError> {
     let p = plan(data)?;
-    Ok(Placement { address: p.seg_vaddr + p.sframe_offset_in_seg })
+    Ok(Placement { address: p.sframe_vaddr })
 }
 
 /// Rewrites `data` with `sframe` (encoded for [`placement`]'s address) added.
@@ -171,7 +194,7 @@ pub fn inject(data: &[u8], sframe: &[u8]) -> Result<Vec<u8>, InjectError> {
     let mut p = plan(data)?;
     let elf = Elf::parse(data).map_err(|e| InjectError::Unsupported(format!("malformed ELF: {e}")))?;
     let little = p.little;
-    let sframe_vaddr = p.seg_vaddr + p.sframe_offset_in_seg;
+    let sframe_vaddr = p.sframe_vaddr;
     let seg_size = p.sframe_offset_in_seg + sframe.len() as u64;
     for ph in &mut p.phdrs {
         if ph.p_type == PT_LOAD && ph.p_offset == p.seg_offset && ph.p_filesz == 0 {
@@ -199,7 +222,9 @@ pub fn inject(data: &[u8], sframe: &[u8]) -> Result<Vec<u8>, InjectError> {
     let old_strtab = elf
         .section_headers
         .get(shstrndx)
-        .and_then(|sh| data.get(sh.sh_offset as usize..(sh.sh_offset + sh.sh_size) as usize))
+        .and_then(|sh| {
+            data.get(usize::try_from(sh.sh_offset).ok()?..usize::try_from(sh.sh_offset.checked_add(sh.sh_size)?).ok()?)
+        })
         .unwrap_or(&[]);
     let mut strtab = old_strtab.to_vec();
     if strtab.is_empty() {
@@ -313,4 +338,12 @@ fn write_shdr(
     put(out, u64::from(info), 4, little);
     put(out, addralign, 8, little);
     put(out, entsize, 8, little);
+}
+
+/// Writes `bytes`, an [`inject`]ed copy of the file `original`, to `path`
+/// with `original`'s permissions, so that an executable stays executable.
+pub fn write_like(path: &str, bytes: &[u8], original: &str) -> std::io::Result<()> {
+    std::fs::write(path, bytes)?;
+    let permissions = std::fs::metadata(original)?.permissions();
+    std::fs::set_permissions(path, permissions)
 }

@@ -77,6 +77,18 @@ pub struct CfaRule {
     pub deref: bool,
 }
 
+impl CfaRule {
+    /// The rule as an expression people read: `rsp+8`, `[x29+16]`.
+    pub fn describe(&self, abi: Abi) -> String {
+        let sum = format!("{}{:+}", abi.register_name(self.base.dwarf(abi)), self.offset);
+        if self.deref {
+            format!("[{sum}]")
+        } else {
+            sum
+        }
+    }
+}
+
 /// How to recover the caller's RA or FP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -107,6 +119,27 @@ pub enum Recovery {
     },
     /// The value sits in a register (s390x V2 words with the low bit set).
     InRegister(u32),
+}
+
+impl Recovery {
+    /// The rule as an expression people read: `[CFA-8]`, `CFA+0`, `r14`;
+    /// `untracked` where there is no rule (`unchanged`, `link register`).
+    pub fn describe(self, abi: Abi, untracked: &str) -> String {
+        match self {
+            Recovery::Untracked | Recovery::Padding => untracked.into(),
+            Recovery::Fixed(offset) | Recovery::Cfa { offset, deref: true } => format!("[CFA{offset:+}]"),
+            Recovery::Cfa { offset, deref: false } => format!("CFA{offset:+}"),
+            Recovery::Reg { reg, offset, deref } => {
+                let sum = format!("{}{offset:+}", abi.register_name(reg));
+                if deref {
+                    format!("[{sum}]")
+                } else {
+                    sum
+                }
+            }
+            Recovery::InRegister(reg) => abi.register_name(reg),
+        }
+    }
 }
 
 /// The rules of one row, or the end of the stack.

@@ -38,6 +38,29 @@ pub struct Lookup {
     pub rule: RowRule,
 }
 
+impl Lookup {
+    /// One line people read: where the function and the row are, and how to
+    /// unwind (`FDE 4 (0x11f0+0x75) FRE 1 (+0x1): CFA = rsp+16; RA = [CFA-8];
+    /// FP = [CFA-16]`).
+    pub fn describe(&self, abi: Abi) -> String {
+        let fde = &self.fde;
+        let place = format!(
+            "FDE {} ({:#x}+{:#x}) FRE {} (+{:#x})",
+            fde.index, fde.start, fde.size, self.fre_index, self.fre_start
+        );
+        match self.rule {
+            RowRule::Outermost => format!("{place}: outermost frame (RA undefined)"),
+            RowRule::Frame(frame) => format!(
+                "{place}: CFA = {}; RA = {}{}; FP = {}",
+                frame.cfa.describe(abi),
+                frame.ra.describe(abi, "link register"),
+                if frame.ra_mangled { " (PAC-signed)" } else { "" },
+                frame.fp.describe(abi, "unchanged"),
+            ),
+        }
+    }
+}
+
 impl<S: ByteSource> Section<S> {
     /// Reads the header of a section whose first byte is at address `base`
     /// and checks that its sub-sections fit. O(1): nothing is iterated.

@@ -50,6 +50,58 @@ impl Report {
     }
 }
 
+/// A [`Report`] on one file's section, as `unwindlab sframe check` prints
+/// it: [`Display`](std::fmt::Display) for text, serde for JSON (fields in
+/// alphabetical order).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FileReport {
+    /// FDEs examined.
+    pub fdes: u32,
+    /// The file.
+    pub file: String,
+    /// FREs examined.
+    pub fres: u64,
+    /// Problems found beyond those listed.
+    pub more_problems: usize,
+    /// What is wrong.
+    pub problems: Vec<String>,
+    /// The rules applied.
+    pub profile: Profile,
+    /// True when nothing is wrong.
+    pub valid: bool,
+}
+
+impl Report {
+    /// The report on the section of `file`, checked with `profile`.
+    pub fn for_file(&self, file: &str, profile: Profile) -> FileReport {
+        FileReport {
+            fdes: self.fdes,
+            file: file.to_string(),
+            fres: self.fres,
+            more_problems: self.more_problems,
+            problems: self.problems.iter().map(|p| p.to_string()).collect(),
+            profile,
+            valid: self.is_valid(),
+        }
+    }
+}
+
+impl std::fmt::Display for FileReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.valid {
+            return writeln!(f, "{}: valid ({} FDEs, {} FREs)", self.file, self.fdes, self.fres);
+        }
+        writeln!(f, "{}: INVALID", self.file)?;
+        for problem in &self.problems {
+            writeln!(f, "  - {problem}")?;
+        }
+        if self.more_problems > 0 {
+            writeln!(f, "  … and {} more", self.more_problems)?;
+        }
+        Ok(())
+    }
+}
+
 /// What to check a section against.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Options {

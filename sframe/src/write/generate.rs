@@ -22,6 +22,16 @@ pub enum CfiKind {
     DebugFrame,
 }
 
+impl std::fmt::Display for CfiKind {
+    /// The section's name: `.eh_frame` or `.debug_frame`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            CfiKind::EhFrame => ".eh_frame",
+            CfiKind::DebugFrame => ".debug_frame",
+        })
+    }
+}
+
 /// CFI bytes and where they are loaded.
 #[derive(Debug, Clone, Copy)]
 pub struct Cfi<'a> {
@@ -78,7 +88,7 @@ pub struct Generated {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum GenError {
     /// The CFI itself is malformed.
-    #[error("malformed {kind:?} at offset {offset:#x}: {reason}")]
+    #[error("malformed {kind} at offset {offset:#x}: {reason}")]
     BadCfi {
         /// Which section.
         kind: CfiKind,

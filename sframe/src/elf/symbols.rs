@@ -1,16 +1,22 @@
-//! Naming code addresses: the function symbols of an ELF file, at its load
-//! address.
+//! Naming code addresses: the function symbols of an ELF file.
 
 use goblin::elf::Elf;
 
-/// Function symbols, sorted by address: (start, size, name).
-#[derive(Debug, Clone, Default)]
+/// Function symbols, sorted by address, moved to where the file is loaded.
+///
+/// ```no_run
+/// let data = std::fs::read("prog")?;
+/// let symbols = sframe::elf::Symbols::parse(&data, 0);
+/// println!("{}", symbols.name(0x401005)); // e.g. `main+0x5`
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Symbols(Vec<(u64, u64, String)>);
 
 impl Symbols {
-    /// The `STT_FUNC` symbols of `elf`, moved by `bias` (its load bias: 0
-    /// for `ET_EXEC`, where static-PIE programs were loaded otherwise).
-    pub fn from_elf(elf: &Elf<'_>, bias: u64) -> Symbols {
+    /// The `STT_FUNC` symbols of `elf`, moved by `bias` (the load bias: 0
+    /// for `ET_EXEC`, where a position-independent file was loaded otherwise).
+    pub(crate) fn from_elf(elf: &Elf<'_>, bias: u64) -> Symbols {
         let mut syms: Vec<(u64, u64, String)> = elf
             .syms
             .iter()
@@ -22,16 +28,23 @@ impl Symbols {
         Symbols(syms)
     }
 
-    /// The symbols of the ELF file `bytes` (none if it is not one).
-    pub fn parse(bytes: &[u8], bias: u64) -> Symbols {
-        Elf::parse(bytes).map(|elf| Symbols::from_elf(&elf, bias)).unwrap_or_default()
+    /// The function symbols of the ELF file `data` loaded with `bias` (none
+    /// if it is not one).
+    pub fn parse(data: &[u8], bias: u64) -> Symbols {
+        Elf::parse(data).map(|elf| Symbols::from_elf(&elf, bias)).unwrap_or_default()
+    }
+
+    /// (address, size, name) of every function, sorted by address.
+    pub fn entries(&self) -> &[(u64, u64, String)] {
+        &self.0
     }
 
     /// The function containing `pc` and the offset into it.
     pub fn lookup(&self, pc: u64) -> Option<(&str, u64)> {
         let i = self.0.partition_point(|s| s.0 <= pc).checked_sub(1)?;
         let (start, size, name) = &self.0[i];
-        (pc < start + (*size).max(1)).then(|| (name.as_str(), pc - start))
+        // `pc >= start` here; subtracting cannot overflow where adding could.
+        (pc - start < (*size).max(1)).then(|| (name.as_str(), pc - start))
     }
 
     /// `name+0xoff` for `pc`, or the hex address.

@@ -1,66 +1,10 @@
-//! The invariants of the reference (§9), checked as the model runs:
-//! structural ones (I1–I6) after every host call, behavioural ones (B1–B6,
-//! B8) from a ledger of requests and callbacks per (task, cookie), and the
-//! API's preconditions (§2.3): P1, a work is cancelled at most once
-//! (upstream has no guard: the second `unwind_deferred_cancel()` computes
-//! `BIT(-1)` and deletes the list entry again; checked in
-//! [`Kernel::unwind_deferred_cancel`]). A violation is recorded with the
-//! events that led to it.
+//! The checks: structural invariants after every host call, behavioural
+//! ones as requests, callbacks, resets and exits happen.
 
-use std::collections::BTreeMap;
-
-use serde::Serialize;
-
-use crate::event::{Event, EventKind};
-use crate::kernel::{Cookie, Kernel, KernelVersion, TaskState, Tid, WorkId, RESERVED_BITS, UNWIND_PENDING};
-
-/// Events kept as history with a violation.
-pub const HISTORY: usize = 40;
-
-/// A broken invariant and how the model got there.
-#[derive(Debug, Clone, Serialize)]
-pub struct Violation {
-    /// Which (e.g. "B1", "I4", "P1").
-    pub invariant: &'static str,
-    /// What exactly.
-    pub detail: String,
-    /// The last events before it.
-    pub history: Vec<Event>,
-}
-
-impl std::fmt::Display for Violation {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        writeln!(f, "invariant {} violated: {}", self.invariant, self.detail)?;
-        for e in &self.history {
-            writeln!(f, "  {}", serde_json::to_string(e).unwrap_or_default())?;
-        }
-        Ok(())
-    }
-}
-
-/// What happened to one (task, cookie): who asked, who was called.
-#[derive(Debug, Clone, Default)]
-pub struct LedgerEntry {
-    /// Requests with a non-negative return, per tracer.
-    pub requested: BTreeMap<WorkId, u32>,
-    /// Callbacks, per tracer.
-    pub called: BTreeMap<WorkId, u32>,
-    /// User PC when the cookie was handed out (the trace must start there).
-    pub pc: u64,
-    /// The kernel entry the cookie belongs to.
-    pub entry: u64,
-}
-
-/// The behavioural bookkeeping.
-#[derive(Debug, Clone, Default)]
-pub struct Ledger {
-    /// Per (task, cookie id).
-    pub entries: BTreeMap<(Tid, u64), LedgerEntry>,
-    /// Cookie id → (task, entry) that first got it.
-    pub owners: BTreeMap<u64, (Tid, u64)>,
-    /// Tracers whose cancel began, with the event sequence number.
-    pub cancelled: BTreeMap<WorkId, u64>,
-}
+use super::ledger::{Violation, HISTORY};
+use crate::event::EventKind;
+use crate::kernel::{Kernel, TaskState};
+use crate::types::{Cookie, KernelVersion, Tid, WorkId, RESERVED_BITS, UNWIND_PENDING};
 
 impl Kernel {
     pub(crate) fn violation(&mut self, invariant: &'static str, detail: String) {
@@ -115,10 +59,10 @@ impl Kernel {
         if !requested {
             let stale = self.ledger.cancelled.keys().any(|w| self.works[w.0].name != self.works[work.0].name);
             let why = if stale { " (stale bit snapshot across cancel + re-register)" } else { "" };
-            self.violation("B2", format!("{work:?} called for task {tid} cookie {id:#x} without a request{why}"));
+            self.violation("B2", format!("{work} called for task {tid} cookie {id:#x} without a request{why}"));
         }
         if called > 1 {
-            self.violation("B1", format!("{work:?} called {called} times for task {tid} cookie {id:#x}"));
+            self.violation("B1", format!("{work} called {called} times for task {tid} cookie {id:#x}"));
         }
         if let Some(&first) = trace.first() {
             if first != pc && requested {
@@ -149,7 +93,7 @@ impl Kernel {
             if called == 0 && !self.ledger.cancelled.contains_key(&work) {
                 self.violation(
                     if why == "exit" { "B8" } else { "B1" },
-                    format!("{work:?} requested for task {tid} cookie {:#x} but never called ({why})", cookie.id()),
+                    format!("{work} requested for task {tid} cookie {:#x} but never called ({why})", cookie.id()),
                 );
             }
         }
@@ -221,11 +165,7 @@ impl Kernel {
     pub(crate) fn check_after_exit(&mut self, tid: Tid) {
         let open: Vec<u64> = self.ledger.entries.keys().filter(|(t, _)| *t == tid).map(|(_, c)| *c).collect();
         for id in open {
-            let cookie = Cookie {
-                cpu: if self.opts.big_endian { (id >> 32) as u32 } else { id as u32 },
-                cnt: if self.opts.big_endian { id as u32 } else { (id >> 32) as u32 },
-                big_endian: self.opts.big_endian,
-            };
+            let cookie = Cookie::from_id(id, self.opts.big_endian);
             self.ledger_close(tid, cookie, "exit");
         }
         self.check_structure();

@@ -1,7 +1,5 @@
-//! Shared helpers of the `unwind_*` tests: stacks and `.sframe` sections
-//! placed in a [`PagedMemory`].
-
-#![allow(dead_code)]
+//! Stacks and `.sframe` sections placed in a [`PagedMemory`], for the
+//! unwinder's tests and the deferred-unwind tests that walk SFrame data.
 
 use kmodel::arch::Arch;
 use kmodel::memory::{Access, PagedMemory};

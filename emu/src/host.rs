@@ -1,0 +1,48 @@
+//! Running a program the way `qemu-user` does (`unwindlab exec`): with the
+//! host's environment and standard streams, and `/proc/self/exe` naming the
+//! file itself.
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt as _;
+
+use crate::{Config, Emulator, Error, Event, Exit, RunLimit, Stdin, Stop};
+
+/// The configuration for `elf` run with `args` after `argv[0]` (`elf` as
+/// given) on the host's environment and streams; `record_syscalls` records
+/// every call with what its path arguments pointed to.
+pub fn config(elf: &OsStr, args: &[OsString], record_syscalls: bool) -> Config {
+    let mut argv = vec![elf.as_bytes().to_vec()];
+    argv.extend(args.iter().map(|a| a.as_bytes().to_vec()));
+    Config {
+        args: argv,
+        env: std::env::vars_os().map(|(k, v)| [k.as_bytes(), b"=", v.as_bytes()].concat()).collect(),
+        stdin: Stdin::Host,
+        capture_output: false,
+        passthrough: true,
+        // Like the kernel, /proc/self/exe names the file itself, not the path used.
+        exe_path: std::fs::canonicalize(elf).map(|p| p.as_os_str().as_bytes().to_vec()).ok(),
+        record_syscalls,
+        ..Config::default()
+    }
+}
+
+/// Loads `elf` and runs it with `args` to its exit ([`config`]). With
+/// `trace`, system calls are recorded and every event (calls and warnings)
+/// is passed to it as it happens: the run stops after each call, so its
+/// line comes before anything the guest writes next.
+pub fn run(elf: &OsStr, args: &[OsString], mut trace: Option<&mut dyn FnMut(&Event)>) -> Result<Exit, Error> {
+    let mut emu = Emulator::load(elf, config(elf, args, trace.is_some()))?;
+    let limit = if trace.is_some() { RunLimit::to_exit().and_syscalls() } else { RunLimit::to_exit() };
+    loop {
+        let stop = emu.run(limit);
+        if let Some(trace) = trace.as_deref_mut() {
+            for event in emu.take_events() {
+                trace(&event);
+            }
+        }
+        match stop? {
+            Stop::Exit(exit) => return Ok(exit),
+            Stop::Syscall(_) | Stop::Limit => {}
+        }
+    }
+}

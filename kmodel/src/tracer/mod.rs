@@ -1,0 +1,23 @@
+//! The consumers of deferred unwinding: a perf-like tracer (per-CPU ring
+//! buffers, samples with a deferred user callchain marker and cookie,
+//! `PERF_RECORD_CALLCHAIN_DEFERRED` written where the callback runs), an
+//! ftrace-like instance, a BPF-like program, the two classic baselines
+//! (in-NMI frame-pointer walk, copying N bytes of user stack per sample),
+//! and the user-space stitcher that joins deferred callchains to samples.
+//!
+//! * `types.rs`: the tracers and what they hold ([`Tracers`], records,
+//!   buffers);
+//! * `perf.rs`: perf's registration, sessions, NMI handler and callback;
+//! * `ftrace_bpf.rs`: the ftrace instance and the BPF program;
+//! * `stitch.rs`: [`stitch()`], the perf tool's side.
+
+mod ftrace_bpf;
+mod perf;
+mod stitch;
+mod types;
+
+pub use self::stitch::{stitch, StitchedSample};
+pub use self::types::{
+    BpfProgram, FtraceEntry, FtraceInstance, PerfRecord, PerfScope, PerfSession, Tracers, UserChain, UserStackMode,
+    KERNEL_IPS_IN_KERNEL, KERNEL_IPS_IN_USER, PERF_CONTEXT_USER_DEFERRED, PERF_RECORD_CALLCHAIN_DEFERRED,
+};

@@ -1,0 +1,168 @@
+//! perf as a consumer of deferred unwinding (`kernel/events/core.c`,
+//! `kernel/events/callchain.c`): `perf_event_init()` registering
+//! `perf_unwind_work`, sessions and their ring buffers, the sampling NMI
+//! (`perf_callchain()`: a deferred user callchain marker and cookie, or the
+//! classic in-NMI walk or stack copy), and the deferred callback writing
+//! `PERF_RECORD_CALLCHAIN_DEFERRED` on the CPU where it runs.
+
+use super::types::{
+    PerfRecord, PerfScope, PerfSession, UserChain, UserStackMode, KERNEL_IPS_IN_KERNEL, KERNEL_IPS_IN_USER,
+};
+use crate::event::EventKind;
+use crate::kernel::{Kernel, TaskState};
+use crate::memory::{copy_user, Access, CopiedStack, MemError, UserMemory};
+use crate::types::{Cookie, Tid, WorkId};
+use crate::unwind::{unwind_user, Method};
+
+impl Kernel {
+    /// `perf_event_init()`'s `unwind_deferred_init(&perf_unwind_work, …)`,
+    /// at boot or (as a lab option) with perf's first deferred session. A
+    /// failure (−EBUSY, only possible late) leaves perf without a work.
+    pub fn perf_event_init(&mut self) {
+        if self.tracers.perf_work.is_some() || self.tracers.perf_init_error.is_some() {
+            return;
+        }
+        let (work, ret) = self.unwind_deferred_init("perf");
+        if ret < 0 {
+            self.tracers.perf_init_error = Some(ret);
+        } else {
+            self.tracers.perf_work = Some(work);
+        }
+    }
+
+    /// Adds a perf session. With late registration the first deferred
+    /// session registers perf's work (upstream did so at boot).
+    pub fn add_perf(&mut self, name: &str, scope: PerfScope, mode: UserStackMode) -> usize {
+        if mode == UserStackMode::Deferred {
+            self.perf_event_init();
+        }
+        let buffers = vec![Vec::new(); self.cpus.len()];
+        self.tracers.perf.push(PerfSession { name: name.to_string(), scope, mode, buffers, alive: true });
+        self.tracers.perf.len() - 1
+    }
+
+    fn write_perf(&mut self, session: usize, cpu: usize, record: PerfRecord) {
+        let bytes = record.bytes();
+        let kind = match &record {
+            PerfRecord::Sample { .. } => "sample",
+            PerfRecord::Deferred { .. } => "callchain_deferred",
+        };
+        let tid = match &record {
+            PerfRecord::Sample { tid, .. } | PerfRecord::Deferred { tid, .. } => *tid,
+        };
+        let name = self.tracers.perf[session].name.clone();
+        self.tracers.perf[session].buffers[cpu].push(record);
+        self.log(cpu, Some(tid), EventKind::Record { tracer: name, record: kind.into(), bytes });
+    }
+
+    /// The sampling event's NMI handler (called by [`Kernel::nmi`]): a
+    /// sample in every perf session that sees it, then the BPF programs.
+    pub(crate) fn tracers_on_nmi(&mut self, cpu: usize, mem: &dyn UserMemory) {
+        let Some(tid) = self.current(cpu) else { return };
+        let sample = self.tracers.samples;
+        self.tracers.samples += 1;
+        let t = self.task(tid);
+        // perf_callchain(): a user callchain only for a user task
+        // (is_user_task(): an mm, not PF_KTHREAD) with user registers to
+        // start from; otherwise the sample keeps its kernel callchain alone.
+        let user = t.mm.is_some() && !t.kthread && t.regs.is_some();
+        let kernel: Vec<u64> = if t.kthread || (t.entries > 0 && t.state != TaskState::User) {
+            KERNEL_IPS_IN_KERNEL.to_vec()
+        } else {
+            KERNEL_IPS_IN_USER.to_vec()
+        };
+        for s in 0..self.tracers.perf.len() {
+            let session = &self.tracers.perf[s];
+            let samples_here =
+                session.alive && (session.scope == PerfScope::CpuWide || session.scope == PerfScope::Task(tid));
+            if !samples_here {
+                continue;
+            }
+            let user = match session.mode {
+                _ if !user => UserChain::None,
+                UserStackMode::Deferred => match self.tracers.perf_work {
+                    Some(work) => {
+                        let (ret, cookie) = self.unwind_deferred_request(cpu, work);
+                        if ret >= 0 {
+                            UserChain::Deferred { cookie }
+                        } else {
+                            // perf falls back to the classic in-NMI walk.
+                            self.nmi_user_walk(cpu, tid, mem)
+                        }
+                    }
+                    // Registered late and refused (-EBUSY): no deferral.
+                    None => {
+                        self.tracers.perf_unregistered_samples += 1;
+                        self.nmi_user_walk(cpu, tid, mem)
+                    }
+                },
+                UserStackMode::FpInNmi => self.nmi_user_walk(cpu, tid, mem),
+                UserStackMode::CopyStack { bytes } => self.nmi_stack_copy(tid, bytes, mem),
+            };
+            let time = self.time;
+            self.write_perf(s, cpu, PerfRecord::Sample { time, cpu, tid, sample, kernel: kernel.clone(), user });
+        }
+        // The BPF programs attached to the event run in its overflow handler.
+        self.bpf_on_nmi(cpu);
+    }
+
+    fn nmi_user_walk(&mut self, cpu: usize, tid: Tid, mem: &dyn UserMemory) -> UserChain {
+        let (Some(regs), Some(mm)) = (self.task(tid).regs.clone(), self.task(tid).mm) else {
+            return UserChain::None;
+        };
+        let mut cfg = self.opts.unwind.clone();
+        cfg.order = vec![Method::Fp];
+        let trace = unwind_user(&regs, mem, &mut self.mms[mm.0].sframe, Access::NoFault, &cfg);
+        if trace.would_fault {
+            self.tracers.nmi_would_fault += 1;
+        }
+        self.log(
+            cpu,
+            Some(tid),
+            EventKind::Unwind {
+                nr: trace.entries.len(),
+                stop: format!("{:?}", trace.stop),
+                faultable: false,
+                faults: 0,
+            },
+        );
+        UserChain::Ips(trace.entries)
+    }
+
+    fn nmi_stack_copy(&mut self, tid: Tid, bytes: u64, mem: &dyn UserMemory) -> UserChain {
+        let (Some(regs), Some(mm)) = (self.task(tid).regs.clone(), self.task(tid).mm) else {
+            return UserChain::None;
+        };
+        // Copy what is readable without faulting, like perf's NMI copy.
+        let sp = regs.sp();
+        let (copy, stopped) = copy_user(mem, sp, bytes, Access::NoFault);
+        if matches!(stopped, Some(MemError::WouldFault { .. })) {
+            self.tracers.nmi_would_fault += 1;
+        }
+        // User space later unwinds the copy with the binary's unwind info.
+        let view = CopiedStack { base: sp, bytes: &copy, rest: mem };
+        let cfg = self.opts.unwind.clone();
+        let trace = unwind_user(&regs, &view, &mut self.mms[mm.0].sframe, Access::Faultable, &cfg);
+        UserChain::Copied { bytes: copy.len() as u64, ips: trace.entries }
+    }
+
+    /// perf's deferred callback, if `work` is perf's: the user callchain,
+    /// once per session that takes deferred callchains.
+    pub(crate) fn perf_callback(&mut self, work: WorkId, tid: Tid, cpu: usize, cookie: Cookie, trace: &[u64]) {
+        if self.tracers.perf_work != Some(work) {
+            return;
+        }
+        for s in 0..self.tracers.perf.len() {
+            let session = &self.tracers.perf[s];
+            // Every defer_output event that is CPU-wide (this CPU) or
+            // bound to the current task gets the record.
+            let receives = session.alive
+                && session.mode == UserStackMode::Deferred
+                && (session.scope == PerfScope::CpuWide || session.scope == PerfScope::Task(tid));
+            if receives {
+                let time = self.time;
+                self.write_perf(s, cpu, PerfRecord::Deferred { time, cpu, tid, cookie, ips: trace.to_vec() });
+            }
+        }
+    }
+}

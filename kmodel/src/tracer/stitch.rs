@@ -1,0 +1,96 @@
+//! The user-space half of deferred callchains: `perf report`'s stitching
+//! of `PERF_RECORD_CALLCHAIN_DEFERRED` records to the samples that carry
+//! their cookie.
+
+use serde::Serialize;
+
+use super::types::{PerfRecord, UserChain};
+use crate::types::{Cookie, Tid};
+
+/// A sample with its user callchain joined in, as `perf script` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StitchedSample {
+    /// Sample sequence number.
+    pub sample: u64,
+    /// Task.
+    pub tid: Tid,
+    /// CPU of the sample.
+    pub cpu: usize,
+    /// Time of the sample.
+    pub time: u64,
+    /// Kernel part.
+    pub kernel: Vec<u64>,
+    /// User part: `None` when a deferred chain never arrived or its cookie
+    /// did not match.
+    pub user: Option<Vec<u64>>,
+    /// The cookie, for deferred samples.
+    pub cookie: Option<Cookie>,
+    /// CPU where the deferred record was found.
+    pub deferred_cpu: Option<usize>,
+}
+
+/// Joins deferred callchains to their samples across all per-CPU buffers,
+/// as the perf tool does: records in time order; deferred samples queue;
+/// a deferred record delivers every queued sample of the same task, merged
+/// if the cookie matches; what is still queued at the end is delivered
+/// without a user stack.
+pub fn stitch(buffers: &[Vec<PerfRecord>]) -> Vec<StitchedSample> {
+    let mut all: Vec<(u64, usize, usize, &PerfRecord)> = Vec::new();
+    for (cpu, buffer) in buffers.iter().enumerate() {
+        for (i, r) in buffer.iter().enumerate() {
+            let time = match r {
+                PerfRecord::Sample { time, .. } | PerfRecord::Deferred { time, .. } => *time,
+            };
+            all.push((time, cpu, i, r));
+        }
+    }
+    // Time order; within a CPU, buffer order (records with equal times).
+    all.sort_by_key(|&(time, cpu, i, _)| (time, cpu, i));
+    let mut out = Vec::new();
+    let mut queue: Vec<StitchedSample> = Vec::new();
+    for (_, buffer_cpu, _, record) in all {
+        match record {
+            PerfRecord::Sample { time, cpu, tid, sample, kernel, user } => {
+                let mut s = StitchedSample {
+                    sample: *sample,
+                    tid: *tid,
+                    cpu: *cpu,
+                    time: *time,
+                    kernel: kernel.clone(),
+                    user: None,
+                    cookie: None,
+                    deferred_cpu: None,
+                };
+                match user {
+                    UserChain::Deferred { cookie } => {
+                        s.cookie = Some(*cookie);
+                        queue.push(s);
+                    }
+                    UserChain::Ips(ips) | UserChain::Copied { ips, .. } => {
+                        s.user = Some(ips.clone());
+                        out.push(s);
+                    }
+                    UserChain::None => out.push(s),
+                }
+            }
+            PerfRecord::Deferred { tid, cookie, ips, .. } => {
+                let mut kept = Vec::new();
+                for mut s in queue.drain(..) {
+                    if s.tid != *tid {
+                        kept.push(s);
+                        continue;
+                    }
+                    if s.cookie == Some(*cookie) {
+                        s.user = Some(ips.clone());
+                        s.deferred_cpu = Some(buffer_cpu);
+                    }
+                    out.push(s);
+                }
+                queue = kept;
+            }
+        }
+    }
+    out.extend(queue);
+    out.sort_by_key(|s| s.sample);
+    out
+}

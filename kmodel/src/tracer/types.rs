@@ -1,0 +1,230 @@
+//! What the tracers are and hold: perf sessions with their per-CPU ring
+//! buffers and records, ftrace instances, BPF programs, and [`Tracers`],
+//! all of them together as the kernel keeps them.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::types::{Cookie, Tid, WorkId};
+
+/// `PERF_CONTEXT_USER_DEFERRED`.
+pub const PERF_CONTEXT_USER_DEFERRED: u64 = (-640i64) as u64;
+/// `PERF_RECORD_CALLCHAIN_DEFERRED`.
+pub const PERF_RECORD_CALLCHAIN_DEFERRED: u32 = 22;
+/// The synthetic kernel callchain of a sample taken in the kernel.
+pub const KERNEL_IPS_IN_KERNEL: [u64; 2] = [0xffff_ffff_8100_1000, 0xffff_ffff_8100_2000];
+/// The synthetic kernel callchain of a sample taken in user mode.
+pub const KERNEL_IPS_IN_USER: [u64; 1] = [0xffff_ffff_8100_1000];
+
+/// How a tracer gets the user stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case", tag = "mode")]
+pub enum UserStackMode {
+    /// Deferred unwinding (the subject of the lab).
+    Deferred,
+    /// Baseline: walk frame pointers in the NMI (no faults allowed).
+    FpInNmi,
+    /// Baseline: copy this many bytes of user stack per sample
+    /// (`perf --call-graph dwarf`), unwound later in user space.
+    CopyStack {
+        /// Bytes per sample.
+        bytes: u64,
+    },
+}
+
+/// Which events a perf session's buffers receive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PerfScope {
+    /// `perf record -a`: CPU-wide events; records land in the buffer of the
+    /// CPU where they are written.
+    CpuWide,
+    /// Task-bound events; they are torn down by `perf_event_exit_task()`.
+    Task(Tid),
+}
+
+/// The user part of a sample's callchain.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UserChain {
+    /// `PERF_CONTEXT_USER_DEFERRED` + cookie: the IPs come later.
+    Deferred {
+        /// The cookie.
+        cookie: Cookie,
+    },
+    /// IPs taken in the NMI (fallback or baseline).
+    Ips(Vec<u64>),
+    /// A raw stack copy (baseline); the IPs are what unwinding the copy gives.
+    Copied {
+        /// Bytes copied.
+        bytes: u64,
+        /// IPs from the copy.
+        ips: Vec<u64>,
+    },
+    /// No user callchain (kernel thread, or the in-NMI walk failed at once).
+    None,
+}
+
+/// A record in a perf ring buffer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum PerfRecord {
+    /// `PERF_RECORD_SAMPLE` with a callchain.
+    Sample {
+        /// Time.
+        time: u64,
+        /// CPU of the sample.
+        cpu: usize,
+        /// Task.
+        tid: Tid,
+        /// Sequence number of the sample (for verdicts).
+        sample: u64,
+        /// Kernel part of the callchain.
+        kernel: Vec<u64>,
+        /// User part.
+        user: UserChain,
+    },
+    /// `PERF_RECORD_CALLCHAIN_DEFERRED`.
+    Deferred {
+        /// Time.
+        time: u64,
+        /// CPU where the callback ran.
+        cpu: usize,
+        /// Task.
+        tid: Tid,
+        /// Cookie.
+        cookie: Cookie,
+        /// The user IPs.
+        ips: Vec<u64>,
+    },
+}
+
+impl PerfRecord {
+    /// Bytes the record takes in the ring buffer (perf's layout: 8-byte
+    /// header, u64 fields, callchain entries, `sample_id` trailer of 24).
+    pub fn bytes(&self) -> u64 {
+        match self {
+            PerfRecord::Sample { kernel, user, .. } => {
+                let user_words = match user {
+                    UserChain::Deferred { .. } => 2,
+                    UserChain::Ips(ips) => 1 + ips.len() as u64,
+                    UserChain::Copied { bytes, .. } => 1 + 8 + 1 + bytes.div_ceil(8),
+                    UserChain::None => 0,
+                };
+                8 + 8 * (4 + 1 + 1 + kernel.len() as u64 + user_words)
+            }
+            PerfRecord::Deferred { ips, .. } => 8 + 8 * (2 + ips.len() as u64) + 24,
+        }
+    }
+}
+
+/// A perf session.
+#[derive(Debug, Clone, Serialize)]
+pub struct PerfSession {
+    /// Name.
+    pub name: String,
+    /// Scope of its events.
+    pub scope: PerfScope,
+    /// How it gets user stacks.
+    pub mode: UserStackMode,
+    /// One ring buffer per CPU.
+    pub buffers: Vec<Vec<PerfRecord>>,
+    /// Its task-bound events still exist.
+    pub alive: bool,
+}
+
+/// An ftrace-like instance with `userstacktrace_delay`: a cookie event when
+/// a traced event fires (system-call entry), the stack at callback time.
+#[derive(Debug, Clone, Serialize)]
+pub struct FtraceInstance {
+    /// Name.
+    pub name: String,
+    /// Its work.
+    pub work: WorkId,
+    /// Per-CPU ring buffers.
+    pub buffers: Vec<Vec<FtraceEntry>>,
+}
+
+/// An ftrace ring-buffer entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum FtraceEntry {
+    /// `user_unwind_cookie`.
+    Cookie {
+        /// Time.
+        time: u64,
+        /// Task.
+        tid: Tid,
+        /// Cookie.
+        cookie: Cookie,
+    },
+    /// `user_unwind_stack`.
+    Stack {
+        /// Time.
+        time: u64,
+        /// Task.
+        tid: Tid,
+        /// Cookie.
+        cookie: Cookie,
+        /// IPs.
+        ips: Vec<u64>,
+    },
+}
+
+/// A BPF-like program on the sampling NMI: requests deferred stacks and
+/// counts them per stack in a map.
+#[derive(Debug, Clone, Serialize)]
+pub struct BpfProgram {
+    /// Name.
+    pub name: String,
+    /// Its work.
+    pub work: WorkId,
+    /// (tid, cookie) → stack delivered.
+    pub stacks: BTreeMap<(Tid, u64), Vec<u64>>,
+    /// Requests made.
+    pub requests: u64,
+}
+
+/// All tracers of the model.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Tracers {
+    /// perf's single global `perf_unwind_work`: registered at boot, or with
+    /// its first deferred session (see [`crate::types::PerfRegistration`]).
+    pub perf_work: Option<WorkId>,
+    /// The error of perf's `unwind_deferred_init()` (−EBUSY, only possible
+    /// when it registers late): perf then has no work.
+    pub perf_init_error: Option<i32>,
+    /// Samples of deferred perf sessions taken with the in-NMI walk because
+    /// perf has no work (its late init failed).
+    pub perf_unregistered_samples: u64,
+    /// perf sessions.
+    pub perf: Vec<PerfSession>,
+    /// ftrace instances.
+    pub ftrace: Vec<FtraceInstance>,
+    /// BPF programs.
+    pub bpf: Vec<BpfProgram>,
+    /// Samples taken so far.
+    pub samples: u64,
+    /// In-NMI reads of the baselines and fallbacks that would have faulted
+    /// (the probe of every NMI counts in [`Stats::nmi_walk_would_fault`]).
+    ///
+    /// [`Stats::nmi_walk_would_fault`]: crate::kernel::Stats::nmi_walk_would_fault
+    pub nmi_would_fault: u64,
+}
+
+impl Tracers {
+    /// `perf_event_exit_task()`: the task's own events go away.
+    pub fn perf_exit_task(&mut self, tid: Tid) {
+        for s in &mut self.perf {
+            if s.scope == PerfScope::Task(tid) {
+                s.alive = false;
+            }
+        }
+    }
+
+    /// Bytes written to all perf buffers.
+    pub fn perf_bytes(&self) -> u64 {
+        self.perf.iter().flat_map(|s| s.buffers.iter().flatten()).map(PerfRecord::bytes).sum()
+    }
+}

@@ -1,0 +1,616 @@
+//! Scenario fuzzing. A scenario file is untrusted input, like an `.sframe`
+//! section: [`exercise`] turns arbitrary bytes into one input — scenario
+//! JSON built field by field by [`scenario_json`] (valid and invalid values
+//! alike), that JSON mutated byte by byte, raw text, or a committed guest
+//! with corrupted ELF headers — then parses it, runs it and renders the
+//! report. One generator serves the `cargo fuzz` target (`lab/fuzz`,
+//! `make fuzz-scenario`) and the seeded property test in `make test`
+//! (`tests/scenario_fuzz.rs`).
+//!
+//! The oracle: nothing panics or hangs; an input either runs or is refused
+//! with an error that names the file ([`Outcome::check`]). Every run is
+//! bounded ([`confine`]): at most [`MAX_TIME`] of virtual time and about
+//! [`MAX_SAMPLES`] sampling NMIs, guests only from `guests/bin/`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use arbitrary::{Result as ArbResult, Unstructured};
+use serde_json::{json, Map, Value};
+
+use crate::report::{Report, RunError};
+use crate::runner::run;
+use crate::scenario::{Action, Scenario, ScenarioError, Tracer};
+
+/// The file name scenario errors must carry.
+pub const FILE: &str = "fuzz.json";
+/// The file name ELF errors must carry.
+pub const ELF_FILE: &str = "fuzz.elf";
+/// Most virtual time (guest instructions plus slow system calls) of a run.
+pub const MAX_TIME: u64 = 150_000;
+/// About the most sampling NMIs of a run: the run's time is also capped at
+/// this many of its shortest sampling periods, and slow system calls share
+/// this many NMIs.
+pub const MAX_SAMPLES: u64 = 200;
+/// Most guests of a run (each is an emulator with its own memory).
+pub const MAX_GUESTS: usize = 4;
+/// Guest instructions run from a corrupted ELF file.
+const ELF_RUN: u64 = 20_000;
+
+const ARCHES: [&str; 3] = ["x86_64", "aarch64", "s390x"];
+/// Guest names; the last is never given to a guest (a dangling reference).
+const GUEST_NAMES: [&str; 4] = ["a", "b", "c", "nobody"];
+const WORKLOADS: [&str; 7] = ["recurse", "compute", "sleep", "exit", "sigexit", "signal", "nonsense"];
+const SYSCALLS: [&str; 8] = ["write", "exit_group", "exit", "nanosleep", "clock_nanosleep", "read", "brk", "bogus"];
+/// Tokens spliced into generated JSON by the byte-level mutator.
+const TOKENS: [&str; 16] = [
+    "0",
+    "-1",
+    "18446744073709551615",
+    "18446744073709551616",
+    "1e400",
+    "null",
+    "true",
+    "\"\"",
+    "[]",
+    "{}",
+    ",",
+    "\"x\":1,",
+    "\\u0000",
+    "\"kind\":\"perf\"",
+    "\"action\":\"register\"",
+    "\u{ff}",
+];
+
+/// What one input did.
+#[derive(Debug)]
+pub enum Outcome {
+    /// The fuzzer's bytes ran out before an input was made.
+    Empty,
+    /// Refused by the parser.
+    Invalid(ScenarioError),
+    /// Parsed, but outside what the harness runs (see [`confine`]).
+    Skipped(&'static str),
+    /// Refused by the runner.
+    Failed(RunError),
+    /// Ran to the end.
+    Ran(Box<Report>),
+    /// A corrupted ELF file the emulator refused.
+    ElfRefused(emu::Error),
+    /// A corrupted ELF file that loaded (and ran a little, or failed to).
+    ElfLoaded,
+}
+
+impl Outcome {
+    /// The oracle beyond "no panic": every refusal is a clear error naming
+    /// the file (or the guest) and the problem.
+    pub fn check(&self) -> Result<(), String> {
+        let named = |message: String, prefix: &str| {
+            let clear = message.starts_with(prefix) && message.len() > prefix.len() && !message.contains("panicked");
+            if clear {
+                Ok(())
+            } else {
+                Err(format!("unclear error (expected \"{prefix}…\"): {message}"))
+            }
+        };
+        match self {
+            Outcome::Invalid(e) => named(e.to_string(), &format!("{FILE}: ")),
+            Outcome::Failed(e @ RunError::Guest { guest, .. }) => named(e.to_string(), &format!("guest {guest}: ")),
+            Outcome::Failed(e @ RunError::Scenario(_)) => named(e.to_string(), ""),
+            Outcome::ElfRefused(e) => named(e.to_string(), &format!("{ELF_FILE}: ")),
+            Outcome::Empty | Outcome::Skipped(_) | Outcome::Ran(_) | Outcome::ElfLoaded => Ok(()),
+        }
+    }
+}
+
+/// The committed guest programs' directory (`guests/bin`).
+pub fn guests_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../guests/bin")
+}
+
+/// The committed guests as `arch/name` paths relative to [`guests_dir`],
+/// sorted, with their bytes (read once).
+fn committed_guests() -> &'static BTreeMap<String, Vec<u8>> {
+    static GUESTS: OnceLock<BTreeMap<String, Vec<u8>>> = OnceLock::new();
+    GUESTS.get_or_init(|| {
+        let mut guests = BTreeMap::new();
+        for arch in ARCHES {
+            let Ok(dir) = std::fs::read_dir(guests_dir().join(arch)) else { continue };
+            for entry in dir.flatten() {
+                if let Ok(bytes) = std::fs::read(entry.path()) {
+                    guests.insert(format!("{arch}/{}", entry.file_name().to_string_lossy()), bytes);
+                }
+            }
+        }
+        guests
+    })
+}
+
+/// The generator's state: the fuzzer's bytes, and whether this scenario is
+/// "wild". A plain scenario is plausible (it parses and mostly runs, with
+/// extreme but valid values); a wild one (a quarter of them) also gets
+/// invalid values: dangling references, impossible CPUs, zero periods,
+/// unknown variants, events out of order.
+struct Gen<'a, 'b> {
+    u: &'a mut Unstructured<'b>,
+    wild: bool,
+}
+
+impl Gen<'_, '_> {
+    /// True about once in `n` times — and never once the fuzzer's bytes
+    /// have run out, so that short inputs make plain scenarios. (Likewise
+    /// every list below starts with its plainest choice: `choose` takes the
+    /// first one then.)
+    fn one_in(&mut self, n: u32) -> ArbResult<bool> {
+        Ok(!self.u.ratio(n - 1, n)?)
+    }
+
+    /// Whether to put an invalid value here (wild scenarios only).
+    fn bad(&mut self, n: u32) -> ArbResult<bool> {
+        Ok(self.wild && self.one_in(n)?)
+    }
+
+    fn choose<'c, T>(&mut self, items: &'c [T]) -> ArbResult<&'c T> {
+        self.u.choose(items)
+    }
+
+    /// For a field where every number is valid: usually one of `typical`
+    /// (boundaries and typical values are where bugs live), sometimes any.
+    fn any(&mut self, typical: &[u64]) -> ArbResult<u64> {
+        if self.one_in(12)? {
+            self.u.arbitrary()
+        } else {
+            Ok(*self.choose(typical)?)
+        }
+    }
+
+    /// For a bounded field: one of `valid`, or in wild scenarios sometimes
+    /// one of `invalid` or any number.
+    fn pick(&mut self, valid: &[u64], invalid: &[u64]) -> ArbResult<u64> {
+        if self.bad(6)? {
+            if invalid.is_empty() || self.one_in(3)? {
+                self.u.arbitrary()
+            } else {
+                Ok(*self.choose(invalid)?)
+            }
+        } else {
+            Ok(*self.choose(valid)?)
+        }
+    }
+
+    /// A short string, sometimes with a character JSON must escape.
+    fn text(&mut self) -> ArbResult<String> {
+        let mut text = String::new();
+        for _ in 0..self.u.int_in_range(0..=12)? {
+            text.push(char::from(self.u.int_in_range(0x20..=0x7e)?));
+        }
+        if self.one_in(8)? {
+            text.push('\u{7}');
+        }
+        Ok(text)
+    }
+
+    /// One of `existing`, or (wild) a name that refers to nothing.
+    fn reference(&mut self, existing: &[String]) -> ArbResult<String> {
+        if existing.is_empty() || self.bad(8)? {
+            Ok("nobody".to_string())
+        } else {
+            Ok(self.choose(existing)?.clone())
+        }
+    }
+
+    /// A tracer object named `name`.
+    fn tracer(&mut self, name: &str, guests: &[String]) -> ArbResult<Value> {
+        let mut t = Map::new();
+        t.insert("name".into(), json!(name));
+        match self.u.int_in_range(0..=4)? {
+            0..=1 => {
+                t.insert("kind".into(), json!("perf"));
+                let period =
+                    if self.bad(8)? { 0 } else { self.any(&[997, 1, 7, 97, 500, 2_000, 4_001, 10_007, u64::MAX])? };
+                t.insert("period".into(), json!(period));
+                let user_stack = match self.u.int_in_range(0..=3)? {
+                    0 => None,
+                    1 => Some(json!({"mode": "deferred"})),
+                    2 => Some(json!({"mode": "fp_in_nmi"})),
+                    _ => {
+                        Some(json!({"mode": "copy_stack", "bytes": self.any(&[8_192, 0, 8, 512, 1 << 20, u64::MAX])?}))
+                    }
+                };
+                if self.bad(8)? {
+                    t.insert("user_stack".into(), json!({"mode": "telepathy"}));
+                } else if let Some(mode) = user_stack {
+                    t.insert("user_stack".into(), mode);
+                }
+                if self.one_in(4)? {
+                    t.insert("task".into(), json!(self.reference(guests)?));
+                }
+            }
+            2..=3 => {
+                t.insert("kind".into(), json!("ftrace"));
+                if self.one_in(2)? {
+                    let instances =
+                        self.pick(&[1, 0, 2, 3, 61, 62, 63, 70, 1_024], &[1_025, u64::from(u32::MAX), 1 << 32])?;
+                    t.insert("instances".into(), json!(instances));
+                }
+            }
+            _ => {
+                t.insert("kind".into(), json!("bpf"));
+            }
+        }
+        Ok(Value::Object(t))
+    }
+
+    /// A guest object for a machine of `arch` with `cpus` CPUs.
+    fn guest(&mut self, name: &str, arch: &str, cpus: u64) -> ArbResult<Value> {
+        let guests: Vec<&String> = committed_guests().keys().collect();
+        let own: Vec<&String> = guests.iter().copied().filter(|g| g.starts_with(&format!("{arch}/"))).collect();
+        let path = if self.bad(16)? {
+            match self.u.int_in_range(0..=2)? {
+                0 => self.choose(&guests)?.to_string(),
+                1 => format!("{arch}/absent"),
+                _ => "/dev/zero".to_string(),
+            }
+        } else {
+            self.choose(&own)?.to_string()
+        };
+        let mut args = vec![json!(self.choose(&WORKLOADS)?)];
+        if !self.one_in(4)? {
+            let n = self.any(&[40, 0, 1, 3, 10, 100, 300, 2_000])?;
+            args.push(json!(if self.one_in(16)? { format!("-{n}") } else { n.to_string() }));
+        }
+        if self.one_in(16)? {
+            args.push(json!(self.text()?));
+        }
+        let mut g = Map::new();
+        g.insert("name".into(), json!(name));
+        g.insert("path".into(), json!(path));
+        g.insert("args".into(), Value::Array(args));
+        if self.one_in(6)? {
+            g.insert("stdin".into(), json!(self.text()?));
+        }
+        if self.one_in(3)? {
+            let last = cpus.saturating_sub(1);
+            g.insert("cpu".into(), json!(self.pick(&[0, 1.min(last), last], &[cpus, 64])?));
+        }
+        if self.one_in(8)? {
+            let mut patches = Vec::new();
+            for _ in 0..self.u.int_in_range(1..=4)? {
+                let at = self.pick(&[0, 1, 2, 3, 4, 5, 8, 16, 24, 32, 100], &[1 << 20, u64::MAX])?;
+                patches.push(json!([at, self.u.arbitrary::<u8>()?]));
+            }
+            g.insert("sframe_patch".into(), Value::Array(patches));
+        }
+        Ok(Value::Object(g))
+    }
+
+    /// Kernel options: every field sometimes, every variant of each.
+    fn kernel(&mut self) -> ArbResult<Value> {
+        let mut k = Map::new();
+        if self.one_in(2)? {
+            k.insert("version".into(), json!(self.choose(&["v6.19", "v6.17"])?));
+        }
+        if self.one_in(2)? {
+            let paths = ["upstream", "v6.17", "none", "copy-on-exit", "unwind-at-syscall-entry"];
+            k.insert("exit_path".into(), json!(self.choose(&paths)?));
+        }
+        if self.one_in(3)? {
+            let count = if self.bad(4)? { 0 } else { self.u.int_in_range(1..=3)? };
+            let unwinders = (0..count).map(|_| Ok(json!(self.choose(&["sframe", "fp"])?)));
+            k.insert("unwinders".into(), Value::Array(unwinders.collect::<ArbResult<_>>()?));
+        }
+        if self.one_in(3)? {
+            k.insert("sframe".into(), json!(self.choose(&["kernel", "lab"])?));
+        }
+        if self.one_in(4)? {
+            k.insert("nmi_safe_cmpxchg".into(), json!(self.u.arbitrary::<bool>()?));
+        }
+        if self.one_in(4)? {
+            k.insert("copy_on_exit_bytes".into(), json!(self.any(&[8_192, 0, 8, 4_096, 1 << 20, u64::MAX])?));
+        }
+        if self.one_in(4)? {
+            k.insert("caller_ip_adjust".into(), json!(self.u.arbitrary::<bool>()?));
+        }
+        if self.one_in(4)? {
+            k.insert("perf_registration".into(), json!(self.choose(&["boot", "late"])?));
+        }
+        Ok(Value::Object(k))
+    }
+
+    /// An event action; `tracers` grows with registrations.
+    fn action(&mut self, index: usize, guests: &[String], tracers: &mut Vec<String>, cpus: u64) -> ArbResult<Value> {
+        let task = self.reference(guests)?;
+        let last = cpus.saturating_sub(1);
+        Ok(match self.u.int_in_range(0..=5)? {
+            0 => json!({"action": "migrate", "task": task, "cpu": self.pick(&[last, 0, 1.min(last)], &[cpus, 64])?}),
+            1 => {
+                let what = match self.u.int_in_range(0..=2)? {
+                    0 => json!("stack"),
+                    1 => json!("sframe"),
+                    _ => {
+                        let ends = [0x40_0000, 0, 0x40_2000, 0x7fff_ffff_0000, 0x7fff_ffff_f000, u64::MAX];
+                        json!({"range": [self.any(&ends)?, self.any(&ends)?]})
+                    }
+                };
+                json!({"action": "evict", "task": task, "what": what})
+            }
+            2 => json!({"action": "cancel", "tracer": self.reference(tracers)?}),
+            3 => {
+                let name = if self.bad(8)? { "t0".to_string() } else { format!("late{index}") };
+                let tracer = self.tracer(&name, guests)?;
+                tracers.push(name);
+                json!({"action": "register", "tracer": tracer})
+            }
+            4 => {
+                let signal = self.pick(&[10, 1, 2, 9, 11, 12, 15, 17, 19, 28, 64], &[0, 65])?;
+                json!({"action": "signal", "task": task, "signal": signal})
+            }
+            _ => {
+                let nmis = self.pick(&[2, 0, 1, 5, 20, 1_000, u64::from(u32::MAX)], &[1 << 32])?;
+                let mut a = json!({"action": "slow_syscall", "task": task, "nmis": nmis});
+                if self.one_in(2)? {
+                    a["syscall"] = json!(self.choose(&SYSCALLS)?);
+                }
+                a
+            }
+        })
+    }
+
+    /// A whole scenario.
+    fn scenario(&mut self) -> ArbResult<Value> {
+        let arch = *self.choose(&ARCHES)?;
+        let mut s = Map::new();
+        s.insert("name".into(), json!(format!("fuzz-{arch}")));
+        if self.one_in(8)? {
+            s.insert("description".into(), json!(self.text()?));
+        }
+        let cpus = self.pick(&[1, 2, 3, 4, 64], &[0, 65])?;
+        let mut machine = json!({"arch": if self.bad(32)? { "riscv64" } else { arch }});
+        if cpus != 1 || self.one_in(2)? {
+            machine["cpus"] = json!(cpus);
+        }
+        s.insert("machine".into(), machine);
+        if self.one_in(2)? {
+            s.insert("seed".into(), json!(self.u.arbitrary::<u64>()?));
+        }
+        let count = if self.bad(16)? { 0 } else { *self.choose(&[1usize, 1, 1, 2, 2, 3])? };
+        let mut guests = Vec::new();
+        let mut values = Vec::new();
+        for (i, own) in GUEST_NAMES.iter().enumerate().take(count) {
+            let name = if self.bad(8)? { *self.choose(&GUEST_NAMES[..i + 1])? } else { own };
+            values.push(self.guest(name, arch, cpus)?);
+            guests.push(name.to_string());
+        }
+        s.insert("guests".into(), Value::Array(values));
+        let mut tracers: Vec<String> = Vec::new();
+        let mut values = Vec::new();
+        for i in 0..*self.choose(&[0usize, 1, 1, 1, 2, 2, 3, 4])? {
+            let name = if self.bad(8)? { "t0".to_string() } else { format!("t{i}") };
+            values.push(self.tracer(&name, &guests)?);
+            tracers.push(name);
+        }
+        if !values.is_empty() || self.one_in(4)? {
+            s.insert("tracers".into(), Value::Array(values));
+        }
+        if self.one_in(2)? {
+            s.insert("kernel".into(), self.kernel()?);
+        }
+        let mut at = 0u64;
+        let mut events = Vec::new();
+        for i in 0..*self.choose(&[0usize, 0, 1, 2, 3, 5, 8])? {
+            at = if self.bad(8)? {
+                *self.choose(&[0, u64::MAX])?
+            } else {
+                at.saturating_add(self.any(&[1_000, 0, 1, 100, 5_000, 20_000, 50_000])?)
+            };
+            let mut e = self.action(i, &guests, &mut tracers, cpus)?;
+            e["at"] = json!(at);
+            events.push(e);
+        }
+        if !events.is_empty() {
+            s.insert("events".into(), Value::Array(events));
+        }
+        if !self.one_in(8)? {
+            s.insert("stop_after".into(), json!(self.any(&[MAX_TIME, 0, 1, 1_000, 20_000, 60_000, u64::MAX])?));
+        }
+        if self.one_in(8)? {
+            let mut x = Map::new();
+            x.insert("min_samples".into(), json!(self.any(&[0, 1, 10])?));
+            x.insert("min_exact_share".into(), json!(f64::from(self.u.int_in_range(0u8..=10)?) / 10.0));
+            if let Some(g) = guests.first() {
+                x.insert("exit".into(), json!({ g.as_str(): self.u.int_in_range(-1i32..=130)? }));
+            }
+            s.insert("expect".into(), Value::Object(x));
+        }
+        if self.bad(32)? {
+            s.insert("colour".into(), json!("blue"));
+        }
+        Ok(Value::Object(s))
+    }
+}
+
+/// A scenario as JSON: every field, valid values mostly and extreme ones
+/// often; a quarter of them "wild", with invalid values too.
+pub fn scenario_json(u: &mut Unstructured) -> ArbResult<Value> {
+    let wild = !u.ratio(3u8, 4)?;
+    Gen { u, wild }.scenario()
+}
+
+/// `text` with a few byte-level edits: deletions, spliced JSON tokens,
+/// overwritten and duplicated bytes.
+fn mutate(u: &mut Unstructured, text: String) -> ArbResult<String> {
+    let mut bytes = text.into_bytes();
+    for _ in 0..u.int_in_range(1..=4)? {
+        let at = u.choose_index(bytes.len() + 1)?;
+        match u.int_in_range(0..=3)? {
+            0 => {
+                let end = at.saturating_add(u.int_in_range(1..=16)?).min(bytes.len());
+                bytes.drain(at..end);
+            }
+            1 => {
+                let token = u.choose(&TOKENS)?.as_bytes();
+                bytes.splice(at..at, token.iter().copied());
+            }
+            2 => {
+                if let Some(b) = bytes.get_mut(at) {
+                    *b = u.arbitrary()?;
+                }
+            }
+            _ => {
+                let end = at.saturating_add(u.int_in_range(1..=32)?).min(bytes.len());
+                let span = bytes[at..end].to_vec();
+                bytes.splice(at..at, span);
+            }
+        }
+    }
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// Makes a parsed scenario safe and quick to run: guest paths are taken
+/// relative to [`guests_dir`] and must name a committed guest (or nothing
+/// at all: a missing file is a run error worth checking); virtual time is
+/// capped at [`MAX_TIME`] and at [`MAX_SAMPLES`] shortest periods; slow
+/// system calls share [`MAX_SAMPLES`] NMIs. Returns why a scenario cannot
+/// be run at all.
+pub fn confine(s: &mut Scenario) -> Result<(), &'static str> {
+    if s.guests.len() > MAX_GUESTS {
+        return Err("more guests than the harness runs");
+    }
+    for g in &mut s.guests {
+        let committed = g.path.to_str().is_some_and(|p| committed_guests().contains_key(p));
+        let path = guests_dir().join(&g.path);
+        // Never read an arbitrary existing file (a device, a huge file).
+        if !committed && std::fs::symlink_metadata(&path).is_ok() {
+            return Err("a guest path that is not a committed guest");
+        }
+        g.path = path;
+    }
+    let registered = s.events.iter().filter_map(|e| match &e.action {
+        Action::Register { tracer } => Some(tracer),
+        _ => None,
+    });
+    let period = s
+        .tracers
+        .iter()
+        .chain(registered)
+        .filter_map(|t| match t {
+            Tracer::Perf { period, .. } => Some(*period),
+            _ => None,
+        })
+        .min();
+    let cap = period.map_or(MAX_TIME, |p| p.saturating_mul(MAX_SAMPLES).min(MAX_TIME));
+    s.stop_after = Some(s.stop_after.map_or(cap, |t| t.min(cap)));
+    let mut nmis = MAX_SAMPLES;
+    for e in &mut s.events {
+        if let Action::SlowSyscall { nmis: n, .. } = &mut e.action {
+            *n = (*n).min(u32::try_from(nmis).unwrap_or(u32::MAX));
+            nmis -= u64::from(*n);
+        }
+    }
+    Ok(())
+}
+
+/// Parses, confines, runs and renders scenario `text` (named [`FILE`]).
+pub fn exercise_text(text: &str) -> Outcome {
+    let mut scenario = match Scenario::parse(text, FILE) {
+        Ok(s) => s,
+        Err(e) => return Outcome::Invalid(e),
+    };
+    if let Err(why) = confine(&mut scenario) {
+        return Outcome::Skipped(why);
+    }
+    match run(&scenario) {
+        Ok(report) => {
+            // Every view of a report must cope with whatever ran.
+            let _ = report.account();
+            let _ = crate::export::chrome_trace(&report);
+            let _ = crate::export::folded(&report);
+            let _ = crate::export::firefox(&report);
+            let _ = crate::html::report(&report);
+            Outcome::Ran(Box::new(report))
+        }
+        Err(e) => Outcome::Failed(e),
+    }
+}
+
+/// What one fuzz input is, before it is exercised.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Input {
+    /// Scenario text (named [`FILE`]).
+    Scenario(String),
+    /// A guest ELF file (named [`ELF_FILE`]).
+    Elf(Vec<u8>),
+}
+
+/// A committed guest with a few corrupted bytes, mostly in its ELF and
+/// program headers.
+fn corrupted_elf(u: &mut Unstructured) -> ArbResult<Vec<u8>> {
+    let guests: Vec<&Vec<u8>> = committed_guests().values().collect();
+    let mut bytes = (*u.choose(&guests)?).clone();
+    let mut g = Gen { u, wild: true };
+    for _ in 0..g.u.int_in_range(1..=8)? {
+        let span = if g.one_in(4)? { bytes.len() } else { bytes.len().min(4_096) };
+        let at = g.u.choose_index(span)?;
+        if g.one_in(2)? {
+            bytes[at] = g.u.arbitrary()?;
+        } else {
+            let value = g.any(&[0, 1, 0x1000, 0x40_0000, 0x7fff_ffff_f000, 1 << 63, u64::MAX])?;
+            let end = (at + 8).min(bytes.len());
+            bytes[at..end].copy_from_slice(&value.to_le_bytes()[..end - at]);
+        }
+    }
+    Ok(bytes)
+}
+
+/// The input fuzzer bytes make: the first byte picks raw text, generated
+/// JSON mutated byte by byte, a corrupted ELF file, or (most often)
+/// generated JSON. `None` when the bytes run out first. (To see what a
+/// crashing artifact was: `input(&std::fs::read(artifact)?)`.)
+pub fn input(data: &[u8]) -> Option<Input> {
+    let mut u = Unstructured::new(data);
+    let made = (|| -> ArbResult<Input> {
+        Ok(match u.arbitrary::<u8>()? % 8 {
+            0 => Input::Scenario(String::from_utf8_lossy(u.take_rest()).into_owned()),
+            1 | 2 => {
+                let value = scenario_json(&mut u)?;
+                Input::Scenario(mutate(&mut u, value.to_string())?)
+            }
+            3 => Input::Elf(corrupted_elf(&mut u)?),
+            _ => {
+                let value = scenario_json(&mut u)?;
+                let pretty = u.arbitrary()?;
+                Input::Scenario(if pretty {
+                    serde_json::to_string_pretty(&value).unwrap_or_default()
+                } else {
+                    value.to_string()
+                })
+            }
+        })
+    })();
+    made.ok()
+}
+
+/// One fuzz input, exercised.
+pub fn exercise(data: &[u8]) -> Outcome {
+    match input(data) {
+        Some(Input::Scenario(text)) => exercise_text(&text),
+        Some(Input::Elf(bytes)) => exercise_elf(&bytes),
+        None => Outcome::Empty,
+    }
+}
+
+/// Loads ELF `bytes` (named [`ELF_FILE`]), names its entry point and runs
+/// it a little.
+pub fn exercise_elf(bytes: &[u8]) -> Outcome {
+    let config = emu::Config { capture_output: true, passthrough: false, ..emu::Config::default() };
+    let mut emu = match emu::Emulator::new(ELF_FILE, bytes, config) {
+        Ok(emu) => emu,
+        Err(e) => return Outcome::ElfRefused(e),
+    };
+    let _ = sframe::elf::Symbols::parse(bytes, emu.image().bias).name(emu.image().entry);
+    let _ = emu.image().text_range();
+    // Its own errors (a crash of the corrupted program) are fine; panics are not.
+    let _ = emu.run(emu::RunLimit::icount(ELF_RUN));
+    Outcome::ElfLoaded
+}

@@ -1,0 +1,100 @@
+//! Setting a guest up: its program loaded into the emulator (its `.sframe`
+//! patched first if the scenario says so, found with the sframe crate's ELF
+//! glue), its function symbols, and its task in the kernel model with the
+//! section registered.
+
+use emu::{Config, Emulator};
+use kmodel::kernel::Kernel;
+use kmodel::types::Tid;
+use sframe::elf::Symbols;
+
+use crate::report::RunError;
+use crate::scenario::{Guest, Scenario};
+
+/// A guest while the scenario runs.
+pub(crate) struct GuestRun {
+    /// Its name in the scenario.
+    pub(crate) name: String,
+    /// The emulated process.
+    pub(crate) emu: Emulator,
+    /// Its task in the model.
+    pub(crate) tid: Tid,
+    /// The CPU it runs on.
+    pub(crate) cpu: usize,
+    /// Its shell-style exit status, once it has exited.
+    pub(crate) done: Option<i32>,
+    /// Left asleep in the kernel when profiling ended.
+    pub(crate) asleep_at_end: bool,
+    /// NMIs its next (matching) system call takes in the kernel.
+    pub(crate) slow: u32,
+    /// Only a system call of this name is slow.
+    pub(crate) slow_only: Option<String>,
+    /// A migration waiting for its next kernel entry.
+    pub(crate) migrate_to: Option<usize>,
+}
+
+/// Loads guest `g` of `scenario` and gives the kernel model its address
+/// space, its `.sframe` and its task.
+pub(crate) fn set_up(g: &Guest, scenario: &Scenario, k: &mut Kernel) -> Result<(GuestRun, Symbols), RunError> {
+    let arch = scenario.machine.arch;
+    // argv[0] and /proc/self/exe must not depend on where the checkout
+    // is: their lengths change the guest's instruction counts.
+    let file_name = g.path.file_name().map_or_else(|| g.name.clone(), |n| n.to_string_lossy().into_owned());
+    let mut args = vec![file_name.clone().into_bytes()];
+    args.extend(g.args.iter().map(|a| a.clone().into_bytes()));
+    let config = Config {
+        args,
+        stdin: emu::Stdin::Bytes(g.stdin.clone().into_bytes()),
+        capture_output: true,
+        passthrough: false,
+        seed: scenario.seed,
+        exe_path: Some(format!("/guests/{file_name}").into_bytes()),
+        ..Config::default()
+    };
+    let (mut emu, symbols) = load(g, config)?;
+    if emu.arch() != arch {
+        return Err(RunError::guest(&g.name, format!("is not an {arch} program")));
+    }
+    let mm = k.new_mm(arch);
+    if let Some(sframe) = emu.sframe() {
+        if let Some(text) = emu.image().text_range() {
+            let mem = emu.user_memory();
+            // A refused section is logged by the model; FP remains.
+            let _ = k.add_sframe(mm, &mem, (sframe.addr, sframe.addr.saturating_add(sframe.size)), text);
+        }
+    }
+    let tid = k.spawn(&g.name, mm, g.cpu);
+    let run = GuestRun {
+        name: g.name.clone(),
+        emu,
+        tid,
+        cpu: g.cpu,
+        done: None,
+        asleep_at_end: false,
+        slow: 0,
+        slow_only: None,
+        migrate_to: None,
+    };
+    Ok((run, symbols))
+}
+
+/// Loads a guest, with its `.sframe` patched first if the scenario says so
+/// (in the file's bytes: the section is read-only once loaded).
+fn load(g: &Guest, config: Config) -> Result<(Emulator, Symbols), RunError> {
+    let mut bytes =
+        std::fs::read(&g.path).map_err(|e| RunError::guest(&g.name, format!("{}: {e}", g.path.display())))?;
+    if !g.sframe_patch.is_empty() {
+        let (offset, size) = sframe::elf::sframe_segment(&bytes)
+            .ok_or_else(|| RunError::guest(&g.name, "sframe_patch given but the program has no PT_GNU_SFRAME"))?;
+        for &(at, byte) in &g.sframe_patch {
+            let pos = offset.checked_add(at).filter(|_| at < size).and_then(|p| usize::try_from(p).ok());
+            match pos.and_then(|p| bytes.get_mut(p)) {
+                Some(b) => *b = byte,
+                None => return Err(RunError::guest(&g.name, format!("sframe_patch offset {at} is past the section"))),
+            }
+        }
+    }
+    let emu = Emulator::new(&g.path.display().to_string(), &bytes, config).map_err(|e| RunError::guest(&g.name, e))?;
+    let symbols = Symbols::parse(&bytes, emu.image().bias);
+    Ok((emu, symbols))
+}

@@ -1,0 +1,128 @@
+//! Judging a run: every perf sample's delivered user stack against the
+//! ground truth captured at its NMI ([`Verdict`]), with the reason a stack
+//! was lost, tallied into the [`Summary`]; and the scenario's expectations
+//! against the finished [`Report`].
+
+use std::collections::BTreeMap;
+
+use kmodel::kernel::Kernel;
+use kmodel::tracer::stitch;
+
+use crate::guest::GuestRun;
+use crate::report::{Report, SampleResult, Summary};
+use crate::verdict::Verdict;
+
+/// What the lab saw at a sampling NMI.
+pub(crate) struct SampleInfo {
+    /// Index of the guest.
+    pub(crate) guest: usize,
+    /// CPU of the NMI.
+    pub(crate) cpu: usize,
+    /// Guest instructions at the NMI.
+    pub(crate) icount: u64,
+    /// Ground truth: PC, then return addresses.
+    pub(crate) truth: Vec<u64>,
+}
+
+/// Why a sample's stack never arrived (`delivered_empty`: an empty stack
+/// was delivered), given how the guests ended and which tracers were
+/// cancelled.
+fn lost_reason(guest: &GuestRun, cancelled: &[String], delivered_empty: bool) -> String {
+    if delivered_empty {
+        return if guest.done.is_some() {
+            "task exited before the unwind: empty stack delivered".into()
+        } else {
+            "the unwind found no frame: empty stack delivered".into()
+        };
+    }
+    if guest.asleep_at_end {
+        "task asleep in the kernel when profiling ended".into()
+    } else if !cancelled.is_empty() {
+        format!("tracer cancelled ({})", cancelled.join(", "))
+    } else if guest.done.is_none() {
+        "profiling ended before the return to user".into()
+    } else {
+        "no deferred record".into()
+    }
+}
+
+/// Judges every sample the perf sessions of `k` recorded; the summary has
+/// the verdict counts filled in.
+pub(crate) fn samples(
+    k: &Kernel,
+    taken: &BTreeMap<u64, SampleInfo>,
+    guests: &[GuestRun],
+    cancelled: &[String],
+) -> (Vec<SampleResult>, Summary) {
+    let mut samples = Vec::new();
+    let mut summary = Summary::default();
+    for session in &k.tracers().perf {
+        for s in stitch(&session.buffers) {
+            let Some(info) = taken.get(&s.sample) else { continue };
+            let guest = &guests[info.guest];
+            let verdict = match &s.user {
+                Some(ips) if !ips.is_empty() => Verdict::judge(ips, &info.truth),
+                Some(_) => Verdict::Lost { why: lost_reason(guest, cancelled, true) },
+                None => Verdict::Lost { why: lost_reason(guest, cancelled, false) },
+            };
+            summary.judged += 1;
+            match &verdict {
+                Verdict::Exact => summary.exact += 1,
+                Verdict::Truncated { .. } => summary.truncated += 1,
+                Verdict::Wrong { .. } => summary.wrong += 1,
+                Verdict::Lost { why } => {
+                    summary.lost += 1;
+                    *summary.lost_reasons.entry(why.clone()).or_insert(0) += 1;
+                }
+            }
+            if !matches!(verdict, Verdict::Lost { .. }) {
+                summary.delivered += 1;
+            }
+            samples.push(SampleResult {
+                sample: s.sample,
+                tracer: session.name.clone(),
+                guest: guest.name.clone(),
+                cpu: info.cpu,
+                icount: info.icount,
+                truth: info.truth.clone(),
+                kernel: s.kernel.clone(),
+                delivered: s.user.clone(),
+                deferred_cpu: s.deferred_cpu,
+                verdict,
+            });
+        }
+    }
+    (samples, summary)
+}
+
+/// The scenario's expectations that `r` does not meet.
+pub(crate) fn expectations(r: &Report) -> Vec<String> {
+    let Some(x) = &r.scenario.expect else { return Vec::new() };
+    let s = &r.summary;
+    let mut failures = Vec::new();
+    if let Some(min) = x.min_samples.filter(|&m| s.samples < m) {
+        failures.push(format!("expected at least {min} samples, got {}", s.samples));
+    }
+    if let Some(share) = x.min_exact_share {
+        let got = if s.judged == 0 { 0.0 } else { s.exact as f64 / s.judged as f64 };
+        if got < share {
+            failures.push(format!("expected at least {:.1} % exact stacks, got {:.1} %", share * 100.0, got * 100.0));
+        }
+    }
+    if let Some(lost) = x.lost.filter(|&l| l != s.lost) {
+        failures.push(format!("expected {lost} lost stacks, got {}", s.lost));
+    }
+    if let Some(exits) = &x.exit {
+        for (name, want) in exits {
+            let got = r.guests.iter().find(|g| &g.name == name).and_then(|g| g.exit);
+            if got != Some(*want) {
+                let got = got.map_or_else(|| "no exit".to_string(), |code| code.to_string());
+                failures.push(format!("expected guest {name} to exit with {want}, got {got}"));
+            }
+        }
+    }
+    if x.no_violations.unwrap_or(true) && s.violations > 0 {
+        failures.push(format!("{} invariant violation(s)", s.violations));
+    }
+    failures
+}

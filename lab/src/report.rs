@@ -1,0 +1,161 @@
+//! What a run produces: the [`Report`] with its judged samples, guests and
+//! numbers, progress along the way, and why a run may fail. The text
+//! account of a report is in `account.rs`, its other views in
+//! [`export`](crate::export) and [`html`](crate::html).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use sframe::elf::Symbols;
+
+use crate::scenario::Scenario;
+use crate::verdict::Verdict;
+
+/// Why a scenario could not be run.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// A guest could not be loaded or emulated.
+    #[error("guest {guest}: {message}")]
+    Guest {
+        /// Guest name.
+        guest: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// The scenario asks for something impossible at run time.
+    #[error("{0}")]
+    Scenario(String),
+}
+
+impl RunError {
+    /// A [`RunError::Guest`].
+    pub(crate) fn guest(guest: &str, e: impl std::fmt::Display) -> RunError {
+        RunError::Guest { guest: guest.to_string(), message: e.to_string() }
+    }
+}
+
+/// How far a run is, for progress displays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    /// Guest instructions executed so far.
+    pub instructions: u64,
+    /// Samples taken so far.
+    pub samples: u64,
+}
+
+/// One judged sample.
+#[derive(Debug, Clone, Serialize)]
+pub struct SampleResult {
+    /// Sample number.
+    pub sample: u64,
+    /// perf session.
+    pub tracer: String,
+    /// Guest.
+    pub guest: String,
+    /// CPU of the NMI.
+    pub cpu: usize,
+    /// Guest instructions at the NMI.
+    pub icount: u64,
+    /// Ground truth: PC, then return addresses.
+    pub truth: Vec<u64>,
+    /// The kernel part of the sample's callchain (empty if it hit user mode).
+    pub kernel: Vec<u64>,
+    /// What the tracer got.
+    pub delivered: Option<Vec<u64>>,
+    /// CPU whose buffer held the deferred record.
+    pub deferred_cpu: Option<usize>,
+    /// The verdict.
+    pub verdict: Verdict,
+}
+
+/// How a guest ended.
+#[derive(Debug, Clone, Serialize)]
+pub struct GuestResult {
+    /// Name.
+    pub name: String,
+    /// Shell-style exit status (`None`: still running or asleep at the end).
+    pub exit: Option<i32>,
+    /// Its standard output.
+    pub stdout: String,
+    /// Instructions it executed.
+    pub instructions: u64,
+}
+
+/// The numbers of a run.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Summary {
+    /// Samples taken (NMIs with a sampling tracer).
+    pub samples: u64,
+    /// Samples judged (one per perf session per NMI).
+    pub judged: u64,
+    /// Stacks delivered (non-empty).
+    pub delivered: u64,
+    /// Exact stacks.
+    pub exact: u64,
+    /// Truncated stacks.
+    pub truncated: u64,
+    /// Wrong stacks.
+    pub wrong: u64,
+    /// Lost stacks.
+    pub lost: u64,
+    /// Lost stacks by reason.
+    pub lost_reasons: BTreeMap<String, u64>,
+    /// Bytes written to perf buffers.
+    pub bytes_written: u64,
+    /// Bytes copying 8 KiB of stack per sample would have written.
+    pub bytes_copy_baseline: u64,
+    /// Unwinds run in task context (cache misses).
+    pub unwinds: u64,
+    /// Page faults taken by those unwinds.
+    pub task_faults: u64,
+    /// Samples whose in-NMI walk would have needed a fault.
+    pub nmi_would_fault: u64,
+    /// Callbacks per tracer.
+    pub callbacks: BTreeMap<String, u64>,
+    /// Requests: queued, joined, refused.
+    pub requests: [u64; 3],
+    /// Invariant violations.
+    pub violations: u64,
+    /// Guest instructions executed.
+    pub instructions: u64,
+    /// perf's late `unwind_deferred_init()` failed with this error.
+    pub perf_init_error: Option<i32>,
+    /// Samples of deferred perf sessions taken with the in-NMI walk instead,
+    /// perf having no work.
+    pub perf_unregistered_samples: u64,
+}
+
+/// Everything a run produced.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// The scenario run.
+    pub scenario: Scenario,
+    /// The numbers.
+    pub summary: Summary,
+    /// Every judged sample.
+    pub samples: Vec<SampleResult>,
+    /// The guests.
+    pub guests: Vec<GuestResult>,
+    /// Invariant violations, with their histories.
+    pub violations: Vec<String>,
+    /// Expectations that failed.
+    pub expectation_failures: Vec<String>,
+    /// The event log, one JSON object per line.
+    #[serde(skip)]
+    pub log: Vec<String>,
+    /// The kernel model's events (the structured form of most of the log).
+    #[serde(skip)]
+    pub kernel_events: Vec<kmodel::event::Event>,
+    /// Each guest's function symbols, at its load address.
+    #[serde(skip)]
+    pub symbols: BTreeMap<String, Symbols>,
+}
+
+impl Report {
+    /// The event log as a JSON Lines file's text.
+    pub fn log_text(&self) -> String {
+        let mut text = self.log.join("\n");
+        text.push('\n');
+        text
+    }
+}

@@ -1,0 +1,306 @@
+//! The deterministic scheduler: guests execute in the emulator, always the
+//! guest with the fewest instructions next (ties by order); the kernel
+//! model sees every system call, every sampling NMI and every exit, and the
+//! scenario's timed events strike at their virtual time.
+
+use std::collections::BTreeMap;
+
+use emu::{Exit, RunLimit, Stop};
+use kmodel::arch::UserRegs;
+use kmodel::event::EntryReason;
+use kmodel::kernel::Kernel;
+use kmodel::tracer::{PerfScope, UserStackMode};
+use kmodel::types::WorkId;
+
+use crate::guest::GuestRun;
+use crate::judge::SampleInfo;
+use crate::report::{Progress, RunError};
+use crate::scenario::{Action, EvictWhat, Scenario, Tracer};
+
+/// A scenario being run.
+pub(crate) struct Run<'s> {
+    /// The scenario.
+    pub(crate) scenario: &'s Scenario,
+    /// The kernel model.
+    pub(crate) k: Kernel,
+    /// The guests, in scenario order.
+    pub(crate) guests: Vec<GuestRun>,
+    /// The shortest sampling period of the perf sessions, if any.
+    period: Option<u64>,
+    /// Every sample taken, by number.
+    pub(crate) samples: BTreeMap<u64, SampleInfo>,
+    /// The lab's own log lines, each before the kernel event of its index.
+    pub(crate) extra: Vec<(usize, String)>,
+    /// Each registered tracer's work.
+    tracer_works: BTreeMap<String, WorkId>,
+    /// Tracers cancelled so far, in order.
+    pub(crate) cancelled: Vec<String>,
+    /// Virtual time spent in slow system calls (added to instructions).
+    in_kernel: u64,
+    /// Index of the next timed event.
+    next_event: usize,
+}
+
+impl<'s> Run<'s> {
+    /// A run of `scenario` with the guests set up in `k`; the tracers are
+    /// registered in order.
+    pub(crate) fn new(scenario: &'s Scenario, k: Kernel, guests: Vec<GuestRun>) -> Self {
+        let mut run = Run {
+            scenario,
+            k,
+            guests,
+            period: None,
+            samples: BTreeMap::new(),
+            extra: Vec::new(),
+            tracer_works: BTreeMap::new(),
+            cancelled: Vec::new(),
+            in_kernel: 0,
+            next_event: 0,
+        };
+        for t in &scenario.tracers {
+            run.register(t);
+        }
+        run
+    }
+
+    fn register(&mut self, t: &Tracer) {
+        match t {
+            Tracer::Perf { name, period, user_stack, task } => {
+                let scope = match task {
+                    Some(task) => PerfScope::Task(self.guests.iter().find(|g| &g.name == task).map_or(0, |g| g.tid)),
+                    None => PerfScope::CpuWide,
+                };
+                self.k.add_perf(name, scope, *user_stack);
+                if let Some(work) = self.k.tracers().perf_work.filter(|_| *user_stack == UserStackMode::Deferred) {
+                    self.tracer_works.insert(name.clone(), work);
+                }
+                self.period = Some(self.period.map_or(*period, |p| p.min(*period)));
+            }
+            Tracer::Ftrace { name, instances } => {
+                for n in 0..*instances {
+                    let instance = if *instances == 1 { name.clone() } else { format!("{name}{n}") };
+                    // Past the last free bit registration fails (-EBUSY, logged).
+                    if let Some(i) = self.k.add_ftrace(&instance) {
+                        self.tracer_works.insert(instance, self.k.tracers().ftrace[i].work);
+                    }
+                }
+            }
+            Tracer::Bpf { name } => {
+                if let Some(i) = self.k.add_bpf(name) {
+                    self.tracer_works.insert(name.clone(), self.k.tracers().bpf[i].work);
+                }
+            }
+        }
+    }
+
+    /// Guest instructions executed so far, all guests together.
+    pub(crate) fn global(&self) -> u64 {
+        self.guests.iter().map(|g| g.emu.icount()).sum()
+    }
+
+    /// Virtual time: instructions plus time spent in slow system calls
+    /// (saturating: a huge sampling period makes a slow call last "forever").
+    fn now(&self) -> u64 {
+        self.global().saturating_add(self.in_kernel)
+    }
+
+    fn apply_events(&mut self) -> Result<(), RunError> {
+        while let Some(e) = self.scenario.events.get(self.next_event).filter(|e| e.at <= self.now()) {
+            self.next_event += 1;
+            let find = |name: &str| {
+                self.guests
+                    .iter()
+                    .position(|g| g.name == name)
+                    .ok_or_else(|| RunError::Scenario(format!("no guest named {name:?}")))
+            };
+            match &e.action {
+                Action::Migrate { task, cpu } => {
+                    let g = find(task)?;
+                    self.guests[g].migrate_to = Some(*cpu);
+                }
+                Action::SlowSyscall { task, nmis, syscall } => {
+                    let g = find(task)?;
+                    self.guests[g].slow = *nmis;
+                    self.guests[g].slow_only = syscall.clone();
+                }
+                Action::Evict { task, what } => {
+                    let g = find(task)?;
+                    let guest = &mut self.guests[g];
+                    let range = match what {
+                        EvictWhat::Sframe => guest.emu.sframe().map(|s| (s.addr, s.addr.saturating_add(s.size))),
+                        EvictWhat::Stack => {
+                            let sp = guest.emu.regs().map_err(|e| RunError::guest(&guest.name, e))?.sp;
+                            Some((sp & !0xfff, emu::layout::STACK_TOP))
+                        }
+                        EvictWhat::Range(a, b) => Some((*a, *b)),
+                    };
+                    if let Some((a, b)) = range {
+                        guest.emu.evict(a, b.saturating_sub(a)).map_err(|e| RunError::guest(&guest.name, e))?;
+                    }
+                }
+                Action::Cancel { tracer } => {
+                    if let Some(&work) = self.tracer_works.get(tracer) {
+                        // A second cancel is the model's P1 violation, reported.
+                        self.k.unwind_deferred_cancel(work);
+                        if !self.cancelled.contains(tracer) {
+                            self.cancelled.push(tracer.clone());
+                        }
+                    }
+                }
+                Action::Register { tracer } => self.register(tracer),
+                Action::Signal { task, signal } => {
+                    let g = find(task)?;
+                    let guest = &mut self.guests[g];
+                    guest.emu.send_signal(*signal).map_err(|e| RunError::guest(&guest.name, e))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs the guests until they have all exited, are left asleep, or the
+    /// scenario's `stop_after` is reached.
+    pub(crate) fn main_loop(&mut self, progress: &mut dyn FnMut(Progress)) -> Result<(), RunError> {
+        let stop_after = self.scenario.stop_after.unwrap_or(u64::MAX);
+        loop {
+            progress(Progress { instructions: self.global(), samples: self.k.tracers().samples });
+            self.apply_events()?;
+            let global = self.now();
+            if global >= stop_after {
+                break;
+            }
+            let Some(g) = (0..self.guests.len())
+                .filter(|&g| self.guests[g].done.is_none() && !self.guests[g].asleep_at_end)
+                .min_by_key(|&g| (self.guests[g].emu.icount(), g))
+            else {
+                break;
+            };
+            let icount = self.guests[g].emu.icount();
+            let mut until = icount + (stop_after - global);
+            if let Some(p) = self.period {
+                until = until.min((icount / p + 1).saturating_mul(p));
+            }
+            if let Some(e) = self.scenario.events.get(self.next_event) {
+                until = until.min(icount + e.at.saturating_sub(global).max(1));
+            }
+            self.k.set_time(global);
+            self.k.schedule(self.guests[g].tid);
+            let guest = &mut self.guests[g];
+            let stop =
+                guest.emu.run(RunLimit::icount(until).and_syscalls()).map_err(|e| RunError::guest(&guest.name, e))?;
+            match stop {
+                Stop::Limit => {
+                    if self.period.is_some_and(|p| self.guests[g].emu.icount() % p == 0) {
+                        self.sample(g, true)?;
+                    }
+                }
+                // The exit system calls end in Stop::Exit on the next run.
+                Stop::Syscall(record) if record.name.starts_with("exit") => {}
+                Stop::Syscall(record) => self.syscall(g, record.name, stop_after)?,
+                Stop::Exit(exit) => self.exit(g, exit, stop_after)?,
+            }
+        }
+        Ok(())
+    }
+
+    fn user_regs(&self, g: usize) -> Result<UserRegs, RunError> {
+        let guest = &self.guests[g];
+        guest.emu.regs().map(|r| UserRegs::from(&r)).map_err(|e| RunError::guest(&guest.name, e))
+    }
+
+    /// An NMI on the guest's CPU: ground truth first, then the model.
+    fn sample(&mut self, g: usize, in_user: bool) -> Result<(), RunError> {
+        let regs = self.user_regs(g)?;
+        let guest = &mut self.guests[g];
+        let mut truth = vec![regs.pc];
+        truth.extend(guest.emu.ground_truth());
+        let seq = self.k.tracers().samples;
+        let cpu = guest.cpu;
+        let icount = guest.emu.icount();
+        if self.k.task(guest.tid).mm.is_none() {
+            return Err(RunError::guest(&guest.name, "sampled after its exit_mm()"));
+        }
+        let mem = guest.emu.user_memory();
+        self.extra.push((self.k.events().len(), crate::log::sample_line(seq, &guest.name, cpu, icount, &truth)));
+        self.samples.insert(seq, SampleInfo { guest: g, cpu, icount, truth });
+        self.k.nmi(cpu, in_user.then_some(regs), &mem);
+        Ok(())
+    }
+
+    fn syscall(&mut self, g: usize, name: &str, stop_after: u64) -> Result<(), RunError> {
+        let regs = self.user_regs(g)?;
+        let tid = self.guests[g].tid;
+        {
+            let mem = self.guests[g].emu.user_memory();
+            self.k.enter(tid, EntryReason::Syscall, regs, &mem);
+        }
+        // A slow system call: the task stays in the kernel for this many
+        // sampling periods and every period's NMI hits it there.
+        let matches = self.guests[g].slow_only.as_deref().is_none_or(|only| only == name);
+        let slow = if matches { std::mem::take(&mut self.guests[g].slow) } else { 0 };
+        self.slow_nmis(g, slow, stop_after)?;
+        if self.guests[g].asleep_at_end {
+            return Ok(());
+        }
+        // A migration waiting for a slow call happens in that call, between
+        // its NMIs and the return to user.
+        let waits_for_slow = self.guests[g].slow > 0;
+        if let Some(to) = self.guests[g].migrate_to.filter(|_| !waits_for_slow) {
+            self.guests[g].migrate_to = None;
+            self.k.sleep(tid);
+            self.k.migrate(tid, to);
+            self.guests[g].cpu = to;
+            self.k.wake(tid);
+        }
+        if matches!(name, "nanosleep" | "clock_nanosleep") {
+            self.k.sleep(tid);
+            self.k.wake(tid);
+        }
+        let mem = self.guests[g].emu.user_memory();
+        self.k.return_to_user(tid, &mem);
+        Ok(())
+    }
+
+    /// NMIs hitting the task while it is in the kernel; past the end of
+    /// profiling it is left asleep there.
+    fn slow_nmis(&mut self, g: usize, nmis: u32, stop_after: u64) -> Result<(), RunError> {
+        let tid = self.guests[g].tid;
+        for _ in 0..nmis {
+            let period = self.period.unwrap_or(1);
+            self.in_kernel = self.in_kernel.saturating_add(period);
+            let now = self.now();
+            self.k.set_time(now);
+            if now >= stop_after {
+                self.k.sleep(tid);
+                self.guests[g].asleep_at_end = true;
+                return Ok(());
+            }
+            self.sample(g, false)?;
+            // Timed events can strike while the task is in the kernel.
+            self.apply_events()?;
+        }
+        Ok(())
+    }
+
+    fn exit(&mut self, g: usize, exit: Exit, stop_after: u64) -> Result<(), RunError> {
+        let regs = self.user_regs(g)?;
+        let tid = self.guests[g].tid;
+        let status = exit.shell_status();
+        {
+            let mem = self.guests[g].emu.user_memory();
+            self.k.enter(tid, EntryReason::Syscall, regs, &mem);
+        }
+        // NMIs during the exit system call, before do_exit(): requests that
+        // are still pending when the task exits.
+        let matches = self.guests[g].slow_only.as_deref().is_none_or(|only| only.starts_with("exit"));
+        let slow = if matches { std::mem::take(&mut self.guests[g].slow) } else { 0 };
+        self.slow_nmis(g, slow, stop_after)?;
+        if self.guests[g].asleep_at_end {
+            return Ok(());
+        }
+        let mem = self.guests[g].emu.user_memory();
+        self.k.exit(tid, status, &mem);
+        self.guests[g].done = Some(status);
+        Ok(())
+    }
+}

@@ -1,0 +1,198 @@
+#!/bin/sh
+# Fails if the source files of a crate import each other, directly or
+# around a longer cycle: `use` items and inline paths that start with
+# `crate::`, `super::`, `self::` or a child module are resolved to the file
+# that defines the module they name (the longest module prefix), and every
+# strongly connected group of more than one file is reported. A `mod x;`
+# declaration is not an import; inline `mod x { … }` blocks (tests) count as
+# part of their file. Comments are ignored, so intra-doc links do not count.
+#
+#   scripts/import-cycles.sh [crate dir …]   (default: every crate of the workspace)
+set -eu
+cd "$(dirname "$0")/.."
+if [ "$#" -eq 0 ]; then
+    set -- . sframe kmodel emu lab
+fi
+exec python3 - "$@" <<'PY'
+import os
+import re
+import sys
+
+
+def modules(src):
+    """Module path (tuple) -> file, for the files below `src`."""
+    out = {}
+    for root, _, files in os.walk(src):
+        for name in files:
+            if not name.endswith(".rs"):
+                continue
+            path = os.path.join(root, name)
+            rel = os.path.relpath(path, src)[:-3].split(os.sep)
+            if rel in (["lib"], ["main"]):
+                key = ()
+            elif rel[-1] == "mod":
+                key = tuple(rel[:-1])
+            else:
+                key = tuple(rel)
+            # A binary's main.rs and the library share names only by accident.
+            if key == () and () in out and name == "main.rs":
+                continue
+            out[key] = path
+    return out
+
+
+def strip(text):
+    """The code without comments and string contents."""
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    lines = []
+    for line in text.split("\n"):
+        line = re.sub(r'"(\\.|[^"\\])*"', '""', line)
+        line = re.sub(r"//.*", "", line)
+        lines.append(line)
+    return lines
+
+
+def expand(tree):
+    """`a::{b, c::{d, e}}` -> [a::b, a::c::d, a::c::e] (as segment lists)."""
+    tree = tree.strip()
+    depth, start = 0, None
+    for i, ch in enumerate(tree):
+        if ch == "{" and depth == 0:
+            start = i
+        depth += ch == "{"
+        depth -= ch == "}"
+    if start is None:
+        path = re.sub(r"\s+as\s+\w+$", "", tree)
+        return [[s for s in path.split("::") if s]]
+    prefix = [s for s in tree[:start].split("::") if s]
+    inner, parts, depth, cur = tree[start + 1 : tree.rindex("}")], [], 0, ""
+    for ch in inner:
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+            continue
+        depth += ch == "{"
+        depth -= ch == "}"
+        cur += ch
+    parts.append(cur)
+    out = []
+    for part in parts:
+        if part.strip():
+            out += [prefix + p for p in expand(part)]
+    return out
+
+
+def resolve(mods, here, segments):
+    """The module a path names, as the longest prefix that is a module."""
+    head, rest = segments[0], segments[1:]
+    if head == "crate":
+        base = ()
+    elif head == "self":
+        base = here
+    elif head == "super":
+        base = here
+        while rest[:0] == [] and head == "super":
+            base = base[:-1]
+            if rest and rest[0] == "super":
+                head, rest = rest[0], rest[1:]
+            else:
+                break
+    elif here + (head,) in mods:
+        base, rest = here + (head,), rest
+    else:
+        return None
+    for seg in rest:
+        if base + (seg,) in mods:
+            base = base + (seg,)
+        else:
+            break
+    return base
+
+
+def imports(mods, key, path):
+    """Modules the file at `path` (module `key`) refers to."""
+    lines = strip(open(path, encoding="utf-8").read())
+    deps = set()
+    stack = []  # inline modules: (module path, brace depth when opened)
+    depth = 0
+    statement = None
+    for line in lines:
+        here = stack[-1][0] if stack else key
+        m = re.match(r"\s*(pub(\([^)]*\))?\s+)?mod\s+(\w+)\s*\{", line)
+        if m:
+            stack.append((here + (m.group(3),), depth))
+        if statement is not None or re.match(r"\s*(pub(\([^)]*\))?\s+)?use\s", line):
+            statement = (statement or "") + " " + line
+            if ";" in line:
+                body = re.sub(r"^\s*(pub(\([^)]*\))?\s+)?use\s+", "", statement.strip()).rstrip(";").strip()
+                for segs in expand(body):
+                    if segs and segs[0] not in ("std", "core", "alloc"):
+                        target = resolve(mods, here, segs)
+                        if target is not None:
+                            deps.add(target)
+                statement = None
+        else:
+            for m in re.finditer(r"\b(?:crate|super|self)(?:::\w+)+", line):
+                target = resolve(mods, here, m.group(0).split("::"))
+                if target is not None:
+                    deps.add(target)
+        depth += line.count("{") - line.count("}")
+        while stack and depth <= stack[-1][1]:
+            stack.pop()
+    return deps
+
+
+def cycles(graph):
+    """Strongly connected groups of more than one node (Tarjan)."""
+    index, low, on, stack, out, counter = {}, {}, set(), [], [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                out.append(sorted(group))
+
+    sys.setrecursionlimit(10000)
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+failed = False
+for crate in sys.argv[1:]:
+    src = os.path.join(crate, "src")
+    if not os.path.isdir(src):
+        continue
+    mods = modules(src)
+    graph = {}
+    for key, path in mods.items():
+        deps = {mods[d] for d in imports(mods, key, path) if d in mods and mods[d] != path}
+        graph[path] = deps
+    for group in cycles(graph):
+        failed = True
+        print(f"{crate}: import cycle among " + ", ".join(group))
+        for a in group:
+            for b in sorted(graph[a]):
+                if a < b and a in graph.get(b, ()):
+                    print(f"  {a} <-> {b} (import each other)")
+if failed:
+    sys.exit(1)
+print("no import cycles in: " + " ".join(sys.argv[1:]))
+PY
