@@ -120,6 +120,21 @@ pub enum Stop {
     },
 }
 
+impl std::fmt::Display for Stop {
+    /// In words, for logs and reports: `outermost frame`, `fault at
+    /// 0x7ffe0000 (sframe)`, `corrupt .sframe at 0x4c1000: …`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Stop::Outermost => f.write_str("outermost frame"),
+            Stop::MaxEntries => f.write_str("max entries"),
+            Stop::NoMethod { reason } => write!(f, "no method could step: {reason}"),
+            Stop::Fault { addr, method } => write!(f, "fault at {addr:#x} ({method})"),
+            Stop::Corrupt { sframe_start, reason } => write!(f, "corrupt .sframe at {sframe_start:#x}: {reason}"),
+            Stop::BadRule { reason } => write!(f, "bad rule: {reason}"),
+        }
+    }
+}
+
 /// The result of one walk.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Trace {
