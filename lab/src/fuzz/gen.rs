@@ -1,16 +1,6 @@
-//! Scenario fuzzing. A scenario file is untrusted input, like an `.sframe`
-//! section: [`exercise`] turns arbitrary bytes into one input — scenario
-//! JSON built field by field by [`scenario_json`] (valid and invalid values
-//! alike), that JSON mutated byte by byte, raw text, or a committed guest
-//! with corrupted ELF headers — then parses it, runs it and renders the
-//! report. One generator serves the `cargo fuzz` target (`lab/fuzz`,
-//! `make fuzz-scenario`) and the seeded property test in `make test`
-//! (`tests/scenario_fuzz.rs`).
-//!
-//! The oracle: nothing panics or hangs; an input either runs or is refused
-//! with an error that names the file ([`Outcome::check`]). Every run is
-//! bounded ([`confine`]): at most [`MAX_TIME`] of virtual time and about
-//! [`MAX_SAMPLES`] sampling NMIs, guests only from `guests/bin/`.
+//! The generator: scenario JSON built field by field from the fuzzer's
+//! bytes (valid and invalid values alike), byte-level mutations of it, and
+//! committed guests with corrupted ELF headers.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -19,32 +9,16 @@ use std::sync::OnceLock;
 use arbitrary::{Result as ArbResult, Unstructured};
 use serde_json::{json, Map, Value};
 
-use crate::report::{Report, RunError};
-use crate::runner::run;
-use crate::scenario::{Action, Scenario, ScenarioError, Tracer};
+use super::limits::MAX_TIME;
 
-/// The file name scenario errors must carry.
-pub const FILE: &str = "fuzz.json";
-/// The file name ELF errors must carry.
-pub const ELF_FILE: &str = "fuzz.elf";
-/// Most virtual time (guest instructions plus slow system calls) of a run.
-pub const MAX_TIME: u64 = 150_000;
-/// About the most sampling NMIs of a run: the run's time is also capped at
-/// this many of its shortest sampling periods, and slow system calls share
-/// this many NMIs.
-pub const MAX_SAMPLES: u64 = 200;
-/// Most guests of a run (each is an emulator with its own memory).
-pub const MAX_GUESTS: usize = 4;
-/// Guest instructions run from a corrupted ELF file.
-const ELF_RUN: u64 = 20_000;
-
-const ARCHES: [&str; 3] = ["x86_64", "aarch64", "s390x"];
+pub(super) const ARCHES: [&str; 3] = ["x86_64", "aarch64", "s390x"];
 /// Guest names; the last is never given to a guest (a dangling reference).
-const GUEST_NAMES: [&str; 4] = ["a", "b", "c", "nobody"];
-const WORKLOADS: [&str; 7] = ["recurse", "compute", "sleep", "exit", "sigexit", "signal", "nonsense"];
-const SYSCALLS: [&str; 8] = ["write", "exit_group", "exit", "nanosleep", "clock_nanosleep", "read", "brk", "bogus"];
+pub(super) const GUEST_NAMES: [&str; 4] = ["a", "b", "c", "nobody"];
+pub(super) const WORKLOADS: [&str; 7] = ["recurse", "compute", "sleep", "exit", "sigexit", "signal", "nonsense"];
+pub(super) const SYSCALLS: [&str; 8] =
+    ["write", "exit_group", "exit", "nanosleep", "clock_nanosleep", "read", "brk", "bogus"];
 /// Tokens spliced into generated JSON by the byte-level mutator.
-const TOKENS: [&str; 16] = [
+pub(super) const TOKENS: [&str; 16] = [
     "0",
     "-1",
     "18446744073709551615",
@@ -63,47 +37,6 @@ const TOKENS: [&str; 16] = [
     "\u{ff}",
 ];
 
-/// What one input did.
-#[derive(Debug)]
-pub enum Outcome {
-    /// The fuzzer's bytes ran out before an input was made.
-    Empty,
-    /// Refused by the parser.
-    Invalid(ScenarioError),
-    /// Parsed, but outside what the harness runs (see [`confine`]).
-    Skipped(&'static str),
-    /// Refused by the runner.
-    Failed(RunError),
-    /// Ran to the end.
-    Ran(Box<Report>),
-    /// A corrupted ELF file the emulator refused.
-    ElfRefused(emu::Error),
-    /// A corrupted ELF file that loaded (and ran a little, or failed to).
-    ElfLoaded,
-}
-
-impl Outcome {
-    /// The oracle beyond "no panic": every refusal is a clear error naming
-    /// the file (or the guest) and the problem.
-    pub fn check(&self) -> Result<(), String> {
-        let named = |message: String, prefix: &str| {
-            let clear = message.starts_with(prefix) && message.len() > prefix.len() && !message.contains("panicked");
-            if clear {
-                Ok(())
-            } else {
-                Err(format!("unclear error (expected \"{prefix}…\"): {message}"))
-            }
-        };
-        match self {
-            Outcome::Invalid(e) => named(e.to_string(), &format!("{FILE}: ")),
-            Outcome::Failed(e @ RunError::Guest { guest, .. }) => named(e.to_string(), &format!("guest {guest}: ")),
-            Outcome::Failed(e @ RunError::Scenario(_)) => named(e.to_string(), ""),
-            Outcome::ElfRefused(e) => named(e.to_string(), &format!("{ELF_FILE}: ")),
-            Outcome::Empty | Outcome::Skipped(_) | Outcome::Ran(_) | Outcome::ElfLoaded => Ok(()),
-        }
-    }
-}
-
 /// The committed guest programs' directory (`guests/bin`).
 pub fn guests_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../guests/bin")
@@ -111,7 +44,7 @@ pub fn guests_dir() -> PathBuf {
 
 /// The committed guests as `arch/name` paths relative to [`guests_dir`],
 /// sorted, with their bytes (read once).
-fn committed_guests() -> &'static BTreeMap<String, Vec<u8>> {
+pub(super) fn committed_guests() -> &'static BTreeMap<String, Vec<u8>> {
     static GUESTS: OnceLock<BTreeMap<String, Vec<u8>>> = OnceLock::new();
     GUESTS.get_or_init(|| {
         let mut guests = BTreeMap::new();
@@ -439,7 +372,7 @@ pub fn scenario_json(u: &mut Unstructured) -> ArbResult<Value> {
 
 /// `text` with a few byte-level edits: deletions, spliced JSON tokens,
 /// overwritten and duplicated bytes.
-fn mutate(u: &mut Unstructured, text: String) -> ArbResult<String> {
+pub(super) fn mutate(u: &mut Unstructured, text: String) -> ArbResult<String> {
     let mut bytes = text.into_bytes();
     for _ in 0..u.int_in_range(1..=4)? {
         let at = u.choose_index(bytes.len() + 1)?;
@@ -467,85 +400,9 @@ fn mutate(u: &mut Unstructured, text: String) -> ArbResult<String> {
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
-/// Makes a parsed scenario safe and quick to run: guest paths are taken
-/// relative to [`guests_dir`] and must name a committed guest (or nothing
-/// at all: a missing file is a run error worth checking); virtual time is
-/// capped at [`MAX_TIME`] and at [`MAX_SAMPLES`] shortest periods; slow
-/// system calls share [`MAX_SAMPLES`] NMIs. Returns why a scenario cannot
-/// be run at all.
-pub fn confine(s: &mut Scenario) -> Result<(), &'static str> {
-    if s.guests.len() > MAX_GUESTS {
-        return Err("more guests than the harness runs");
-    }
-    for g in &mut s.guests {
-        let committed = g.path.to_str().is_some_and(|p| committed_guests().contains_key(p));
-        let path = guests_dir().join(&g.path);
-        // Never read an arbitrary existing file (a device, a huge file).
-        if !committed && std::fs::symlink_metadata(&path).is_ok() {
-            return Err("a guest path that is not a committed guest");
-        }
-        g.path = path;
-    }
-    let registered = s.events.iter().filter_map(|e| match &e.action {
-        Action::Register { tracer } => Some(tracer),
-        _ => None,
-    });
-    let period = s
-        .tracers
-        .iter()
-        .chain(registered)
-        .filter_map(|t| match t {
-            Tracer::Perf { period, .. } => Some(*period),
-            _ => None,
-        })
-        .min();
-    let cap = period.map_or(MAX_TIME, |p| p.saturating_mul(MAX_SAMPLES).min(MAX_TIME));
-    s.stop_after = Some(s.stop_after.map_or(cap, |t| t.min(cap)));
-    let mut nmis = MAX_SAMPLES;
-    for e in &mut s.events {
-        if let Action::SlowSyscall { nmis: n, .. } = &mut e.action {
-            *n = (*n).min(u32::try_from(nmis).unwrap_or(u32::MAX));
-            nmis -= u64::from(*n);
-        }
-    }
-    Ok(())
-}
-
-/// Parses, confines, runs and renders scenario `text` (named [`FILE`]).
-pub fn exercise_text(text: &str) -> Outcome {
-    let mut scenario = match Scenario::parse(text, FILE) {
-        Ok(s) => s,
-        Err(e) => return Outcome::Invalid(e),
-    };
-    if let Err(why) = confine(&mut scenario) {
-        return Outcome::Skipped(why);
-    }
-    match run(&scenario) {
-        Ok(report) => {
-            // Every view of a report must cope with whatever ran.
-            let _ = report.account();
-            let _ = crate::export::chrome_trace(&report);
-            let _ = crate::export::folded(&report);
-            let _ = crate::export::firefox(&report);
-            let _ = crate::html::report(&report);
-            Outcome::Ran(Box::new(report))
-        }
-        Err(e) => Outcome::Failed(e),
-    }
-}
-
-/// What one fuzz input is, before it is exercised.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Input {
-    /// Scenario text (named [`FILE`]).
-    Scenario(String),
-    /// A guest ELF file (named [`ELF_FILE`]).
-    Elf(Vec<u8>),
-}
-
 /// A committed guest with a few corrupted bytes, mostly in its ELF and
 /// program headers.
-fn corrupted_elf(u: &mut Unstructured) -> ArbResult<Vec<u8>> {
+pub(super) fn corrupted_elf(u: &mut Unstructured) -> ArbResult<Vec<u8>> {
     let guests: Vec<&Vec<u8>> = committed_guests().values().collect();
     let mut bytes = (*u.choose(&guests)?).clone();
     let mut g = Gen { u, wild: true };
@@ -561,56 +418,4 @@ fn corrupted_elf(u: &mut Unstructured) -> ArbResult<Vec<u8>> {
         }
     }
     Ok(bytes)
-}
-
-/// The input fuzzer bytes make: the first byte picks raw text, generated
-/// JSON mutated byte by byte, a corrupted ELF file, or (most often)
-/// generated JSON. `None` when the bytes run out first. (To see what a
-/// crashing artifact was: `input(&std::fs::read(artifact)?)`.)
-pub fn input(data: &[u8]) -> Option<Input> {
-    let mut u = Unstructured::new(data);
-    let made = (|| -> ArbResult<Input> {
-        Ok(match u.arbitrary::<u8>()? % 8 {
-            0 => Input::Scenario(String::from_utf8_lossy(u.take_rest()).into_owned()),
-            1 | 2 => {
-                let value = scenario_json(&mut u)?;
-                Input::Scenario(mutate(&mut u, value.to_string())?)
-            }
-            3 => Input::Elf(corrupted_elf(&mut u)?),
-            _ => {
-                let value = scenario_json(&mut u)?;
-                let pretty = u.arbitrary()?;
-                Input::Scenario(if pretty {
-                    serde_json::to_string_pretty(&value).unwrap_or_default()
-                } else {
-                    value.to_string()
-                })
-            }
-        })
-    })();
-    made.ok()
-}
-
-/// One fuzz input, exercised.
-pub fn exercise(data: &[u8]) -> Outcome {
-    match input(data) {
-        Some(Input::Scenario(text)) => exercise_text(&text),
-        Some(Input::Elf(bytes)) => exercise_elf(&bytes),
-        None => Outcome::Empty,
-    }
-}
-
-/// Loads ELF `bytes` (named [`ELF_FILE`]), names its entry point and runs
-/// it a little.
-pub fn exercise_elf(bytes: &[u8]) -> Outcome {
-    let config = emu::Config { capture_output: true, passthrough: false, ..emu::Config::default() };
-    let mut emu = match emu::Emulator::new(ELF_FILE, bytes, config) {
-        Ok(emu) => emu,
-        Err(e) => return Outcome::ElfRefused(e),
-    };
-    let _ = sframe::elf::Symbols::parse(bytes, emu.image().bias).name(emu.image().entry);
-    let _ = emu.image().text_range();
-    // Its own errors (a crash of the corrupted program) are fine; panics are not.
-    let _ = emu.run(emu::RunLimit::icount(ELF_RUN));
-    Outcome::ElfLoaded
 }
