@@ -1,74 +1,23 @@
-//! The emulator: a loaded program, its engine and its kernel state, and the
-//! deterministic run loop.
+//! The emulator's machine state: a loaded program, its engine and its
+//! kernel state, and what the rest of the crate does with them: memory map
+//! changes, guest memory as the kernel reads and writes it, registers, and
+//! the ground truth. Loading a program is `load.rs`; running it is `run.rs`.
 
 use crate::arch::{Arch, ArchInfo, Machine};
 use crate::bytes::{self, Endian};
 use crate::elf::{Image, Located};
-use crate::engine::{self, Engine, Trap};
+use crate::engine::Engine;
 use crate::error::Error;
-use crate::layout;
-use crate::memory::{page_down, page_up, AccessKind, Area, AreaKind, MemFault, PageStats, PageTable, Perms};
-use crate::process::{Clock, Input, Output, Rng, Signals, Stdin};
+use crate::memory::{page_down, AccessKind, Area, MemFault, PageStats, PageTable, Perms};
+use crate::process::{Clock, Fd, Input, Output, Rng, Signals};
 use crate::shadow::ShadowStack;
-use crate::sigframe::{self, si_code, Cause};
 use crate::signal;
-use crate::stack::{self, at, StackSpec};
-use crate::syscall::Fd;
-use crate::syscall::{self, SyscallRecord};
-use crate::track::{self, Tracker, Tracking};
+use crate::syscall::record::SyscallRecord;
+use crate::track::{Tracker, Tracking};
 use kmodel::memory::Access;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use unicorn_engine::{uc_error, Prot};
-
-/// How a program is started and what it is connected to.
-#[derive(Debug, Clone)]
-pub struct Config {
-    /// `argv`, including `argv[0]` (default: the file name).
-    pub args: Vec<Vec<u8>>,
-    /// The environment, as `NAME=value` strings (default: empty).
-    pub env: Vec<Vec<u8>>,
-    /// Standard input.
-    pub stdin: Stdin,
-    /// Keep the guest's stdout and stderr bytes (see [`Emulator::stdout`]).
-    pub capture_output: bool,
-    /// Copy the guest's stdout and stderr to the host's as they are written.
-    pub passthrough: bool,
-    /// Seed for `AT_RANDOM` and `getrandom`.
-    pub seed: u64,
-    /// Virtual nanoseconds per instruction (the guest's clock rate).
-    pub ns_per_insn: u64,
-    /// What `readlink("/proc/self/exe")` answers (default: the file name made
-    /// absolute; glibc insists on an absolute path).
-    pub exe_path: Option<Vec<u8>>,
-    /// Record every syscall as an [`Event::Syscall`], with the strings its
-    /// path arguments pointed to (read without faulting anything in), for
-    /// traces.
-    pub record_syscalls: bool,
-    /// Read-only files the guest can open, by path.
-    pub files: BTreeMap<Vec<u8>, Vec<u8>>,
-    /// How closely execution is followed: instruction count, exact stops and
-    /// ground truth need at least [`Tracking::Blocks`] (the default).
-    pub tracking: Tracking,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            args: Vec::new(),
-            env: Vec::new(),
-            stdin: Stdin::Empty,
-            capture_output: true,
-            passthrough: false,
-            seed: 0,
-            ns_per_insn: 1,
-            exe_path: None,
-            record_syscalls: false,
-            files: BTreeMap::new(),
-            tracking: Tracking::default(),
-        }
-    }
-}
 
 /// How a guest process ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,47 +45,10 @@ impl Exit {
     }
 }
 
-/// Where [`Emulator::run`] stops.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct RunLimit {
-    /// Stop before executing instruction number `n`, i.e. when [`Emulator::icount`] is `n`.
-    pub until_icount: Option<u64>,
-    /// Stop after each serviced system call.
-    pub after_syscall: bool,
-}
-
-impl RunLimit {
-    /// Run until the process ends.
-    pub fn to_exit() -> Self {
-        RunLimit::default()
-    }
-
-    /// Run until the instruction count reaches `icount`.
-    pub fn icount(icount: u64) -> Self {
-        RunLimit { until_icount: Some(icount), after_syscall: false }
-    }
-
-    /// Also stop after each system call.
-    pub fn and_syscalls(self) -> Self {
-        RunLimit { after_syscall: true, ..self }
-    }
-}
-
-/// Why [`Emulator::run`] returned.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Stop {
-    /// The instruction count reached the limit.
-    Limit,
-    /// A system call was serviced (only with [`RunLimit::after_syscall`]).
-    Syscall(SyscallRecord),
-    /// The process has ended.
-    Exit(Exit),
-}
-
 /// Something worth knowing that happened during a run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
-    /// A serviced system call (recorded with [`Config::record_syscalls`]).
+    /// A serviced system call (recorded with [`Config::record_syscalls`](crate::Config::record_syscalls)).
     Syscall(SyscallRecord),
     /// A system call the emulator does not implement; the guest got `-ENOSYS`.
     UnknownSyscall {
@@ -220,57 +132,6 @@ impl std::fmt::Debug for Emulator {
 }
 
 impl Emulator {
-    /// Reads the program at `path` and prepares it to run.
-    pub fn load(path: impl AsRef<std::path::Path>, config: Config) -> Result<Emulator, Error> {
-        let path = path.as_ref();
-        let file = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|source| Error::Io { file: file.clone(), source })?;
-        Emulator::new(&file, &bytes, config)
-    }
-
-    /// Prepares the program with contents `bytes` (named `file` in messages) to run.
-    pub fn new(file: &str, bytes: &[u8], config: Config) -> Result<Emulator, Error> {
-        let image = Image::parse(file, bytes)?;
-        let machine = crate::arch::machine(image.arch);
-        let engine_err = |what| move |err| Error::Engine { file: file.to_string(), what, err };
-        let tracker = Tracker::new(image.arch, config.tracking).map_err(|err| Error::Setup {
-            file: file.to_string(),
-            problem: format!("cannot set up the instruction decoder: {err}"),
-        })?;
-        let uc = engine::create(machine, tracker).map_err(engine_err("start"))?;
-        let mut emu = Emulator {
-            uc,
-            machine,
-            image,
-            exit: None,
-            brk_start: 0,
-            brk: 0,
-            stdin: Input::new(config.stdin.clone()),
-            stdout: Output::new(1, config.capture_output, config.passthrough),
-            stderr: Output::new(2, config.capture_output, config.passthrough),
-            clock: Clock { ns_per_insn: config.ns_per_insn, slept_ns: 0 },
-            rng: Rng::new(config.seed),
-            signals: Signals::default(),
-            exe_path: config.exe_path.clone().unwrap_or_else(|| default_exe_path(file)),
-            events: Vec::new(),
-            record_syscalls: config.record_syscalls,
-            syscalls: syscall::number_map(machine.info().arch),
-            fds: BTreeMap::from([(0, Fd::Stdin), (1, Fd::Stdout), (2, Fd::Stderr)]),
-            provided: config.files.iter().map(|(path, data)| (path.clone(), Rc::from(data.as_slice()))).collect(),
-            altstack: None,
-            trampoline: 0,
-        };
-        emu.load_segments(bytes)?;
-        emu.trampoline = sigframe::map_trampoline(&mut emu)?;
-        // AT_RANDOM takes the first 16 bytes of the seeded stream.
-        let mut random = [0u8; 16];
-        emu.rng.fill(&mut random);
-        let sp = emu.build_stack(&config, random)?;
-        let entry = emu.image.entry;
-        machine.init_cpu(&mut emu.uc, entry, sp).map_err(engine_err("set up the CPU"))?;
-        Ok(emu)
-    }
-
     /// Wraps an engine error with the program's name and what was being done.
     pub(crate) fn engine_error(&self, what: &'static str) -> impl Fn(uc_error) -> Error + 'static {
         let file = self.image.file.clone();
@@ -281,84 +142,6 @@ impl Emulator {
     /// TLB-fill hook sees the guest's next access to every page.
     pub(crate) fn flush_tlb(&mut self) -> Result<(), Error> {
         self.uc.ctl_flush_tlb().map_err(self.engine_error("flush the TLB"))
-    }
-
-    /// Maps the `PT_LOAD` segments: file pages non-resident (the guest has
-    /// not touched them), the zeroed tail of the last file page resident (the
-    /// kernel wrote it), pages past the file as zero-fill `.bss`.
-    fn load_segments(&mut self, bytes: &[u8]) -> Result<(), Error> {
-        let segments = self.image.segments.clone();
-        for seg in &segments {
-            let start = page_down(seg.vaddr);
-            let file_end = seg.vaddr + seg.filesz;
-            let file_pages_end = if seg.filesz == 0 { start } else { page_up(file_end).unwrap_or(u64::MAX) };
-            let end = page_up(seg.vaddr + seg.memsz).unwrap_or(u64::MAX).max(file_pages_end);
-            if file_pages_end > start {
-                self.map(Area { start, end: file_pages_end, perms: seg.perms, kind: AreaKind::Image })?;
-                // Whole file pages, as mmap of the file would show them.
-                let first = seg.offset - (seg.vaddr - start);
-                let last = (first + (file_pages_end - start)).min(bytes.len() as u64);
-                self.uc.mem_write(start, &bytes[first as usize..last as usize]).map_err(self.engine_error("load"))?;
-                if seg.memsz > seg.filesz && file_end < file_pages_end {
-                    let zeros = vec![0u8; (file_pages_end - file_end) as usize];
-                    self.uc.mem_write(file_end, &zeros).map_err(self.engine_error("load"))?;
-                    self.pages_mut().mark_resident(file_end, zeros.len() as u64);
-                }
-            }
-            if end > file_pages_end {
-                self.map(Area { start: file_pages_end, end, perms: seg.perms, kind: AreaKind::Bss })?;
-            }
-        }
-        self.brk_start = page_up(self.image.end).unwrap_or(u64::MAX);
-        self.brk = self.brk_start;
-        Ok(())
-    }
-
-    /// Maps the stack and writes the initial stack; returns the initial SP.
-    fn build_stack(&mut self, config: &Config, random: [u8; 16]) -> Result<u64, Error> {
-        let info = self.info();
-        let args = if config.args.is_empty() { vec![self.image.file.as_bytes().to_vec()] } else { config.args.clone() };
-        let aux = [
-            (at::PHDR, self.image.phdr),
-            (at::PHENT, self.image.phent),
-            (at::PHNUM, self.image.phnum),
-            (at::PAGESZ, crate::memory::PAGE_SIZE),
-            (at::BASE, 0),
-            (at::FLAGS, 0),
-            (at::ENTRY, self.image.entry),
-            (at::UID, syscall::UID),
-            (at::EUID, syscall::UID),
-            (at::GID, syscall::GID),
-            (at::EGID, syscall::GID),
-            (at::SECURE, 0),
-            (at::HWCAP, info.hwcap),
-            (at::HWCAP2, 0),
-            (at::CLKTCK, 100),
-        ];
-        let spec = StackSpec {
-            endian: info.endian,
-            top: layout::STACK_TOP,
-            args: &args,
-            env: &config.env,
-            execfn: &args[0],
-            platform: info.platform.as_bytes(),
-            random,
-            aux: &aux,
-        };
-        // Linux allows arguments and environment up to a quarter of the stack.
-        let image = stack::build(&spec, layout::STACK_SIZE / 4).ok_or_else(|| Error::Setup {
-            file: self.image.file.clone(),
-            problem: "arguments and environment do not fit on the stack".into(),
-        })?;
-        self.map(Area {
-            start: layout::STACK_BOTTOM,
-            end: layout::STACK_TOP,
-            perms: Perms::RW,
-            kind: AreaKind::Stack,
-        })?;
-        self.uc.mem_write(image.sp, &image.bytes).map_err(self.engine_error("write the initial stack"))?;
-        self.pages_mut().mark_resident(image.sp, image.bytes.len() as u64);
-        Ok(image.sp)
     }
 
     // ---- memory map changes -------------------------------------------------
@@ -469,11 +252,6 @@ impl Emulator {
         Ok(evicted)
     }
 
-    /// A [`sframe::ByteSource`] over `len` bytes of guest memory at `base`.
-    pub fn view(&mut self, base: u64, len: u64, mode: Access) -> crate::view::GuestView<'_> {
-        crate::view::GuestView::new(self, base, len, mode)
-    }
-
     /// Reads `len` bytes (faultable).
     pub(crate) fn read_vec(&mut self, addr: u64, len: u64) -> Result<Vec<u8>, MemFault> {
         // Check before allocating: `len` comes from the guest.
@@ -546,12 +324,13 @@ impl Emulator {
         self.tracker().icount
     }
 
-    /// How closely execution is followed ([`Config::tracking`]).
+    /// How closely execution is followed ([`Config::tracking`](crate::Config::tracking)).
     pub fn tracking(&self) -> Tracking {
         self.tracker().mode
     }
 
-    fn tracker(&self) -> &Tracker {
+    /// The tracker in the engine's shared data.
+    pub(crate) fn tracker(&self) -> &Tracker {
         &self.uc.get_data().tracker
     }
 
@@ -581,18 +360,6 @@ impl Emulator {
         Some(self.tracker().reference.as_ref()?.icount)
     }
 
-    /// Turns blocks the decoder could not read into warnings (their
-    /// instruction count may be off).
-    fn report_undecodable(&mut self) {
-        let tracker = &mut self.uc.get_data_mut().tracker;
-        if tracker.undecodable.is_empty() {
-            return;
-        }
-        for addr in std::mem::take(&mut tracker.undecodable) {
-            self.warn(format!("cannot decode all the code at {addr:#x}; it counts as one instruction"));
-        }
-    }
-
     /// Nanoseconds of virtual time since the start.
     pub fn virtual_time_ns(&self) -> u64 {
         self.clock.elapsed_ns(self.icount())
@@ -608,12 +375,12 @@ impl Emulator {
         self.exit
     }
 
-    /// Everything the guest wrote to stdout (with [`Config::capture_output`]).
+    /// Everything the guest wrote to stdout (with [`Config::capture_output`](crate::Config::capture_output)).
     pub fn stdout(&self) -> &[u8] {
         &self.stdout.captured
     }
 
-    /// Everything the guest wrote to stderr (with [`Config::capture_output`]).
+    /// Everything the guest wrote to stderr (with [`Config::capture_output`](crate::Config::capture_output)).
     pub fn stderr(&self) -> &[u8] {
         &self.stderr.captured
     }
@@ -669,207 +436,10 @@ impl Emulator {
         })
     }
 
-    // ---- running -------------------------------------------------------------
-
-    /// Runs until `limit`, the end of the process, or (if asked) a syscall.
-    ///
-    /// Runs are deterministic: the same program, configuration and sequence of
-    /// limits give the same stops, registers and instruction counts.
-    ///
-    /// Instruction-count limits need [`Tracking::Blocks`] or more.
-    pub fn run(&mut self, limit: RunLimit) -> Result<Stop, Error> {
-        if limit.until_icount.is_some() && self.tracking() == Tracking::Off {
-            return Err(Error::Setup {
-                file: self.image.file.clone(),
-                problem: "instruction-count limits need instruction tracking".into(),
-            });
-        }
-        let stop_at = limit.until_icount.unwrap_or(u64::MAX);
-        loop {
-            if let Some(exit) = self.exit {
-                return Ok(Stop::Exit(exit));
-            }
-            if self.icount() >= stop_at {
-                return Ok(Stop::Limit);
-            }
-            if self.deliver_pending_signals()? {
-                continue;
-            }
-            let shared = self.uc.get_data_mut();
-            shared.tracker.stop_at = stop_at;
-            shared.trap = None;
-            // A stop inside a block: run that block alone up to the stop (see `track`).
-            let cut = shared.tracker.cut.take();
-            let pc = self.reg(self.info().pc)?;
-            // Only translations covering the block's first instruction are
-            // dropped: the cut run must not find one; those starting later in
-            // the block (where earlier stops resumed) stay valid.
-            let until = match cut {
-                Some(cut) => {
-                    self.uc
-                        .ctl_remove_cache(cut.start, cut.start.saturating_add(1))
-                        .map_err(self.engine_error("drop a translation"))?;
-                    cut.at
-                }
-                // Unicorn always has an exit address; 0 is never code.
-                None => 0,
-            };
-            let result = self.uc.emu_start(pc, until, 0, 0);
-            track::finish_run(&mut self.uc);
-            if let Some(cut) = cut {
-                // The translation that ends at the exit address must not be reused.
-                self.uc
-                    .ctl_remove_cache(cut.start, cut.start.saturating_add(1))
-                    .map_err(self.engine_error("drop a translation"))?;
-            }
-            self.report_undecodable();
-            let shared = self.uc.get_data_mut();
-            let trap = shared.trap.take();
-            if let Some(err) = shared.hook_error.take() {
-                return Err(self.engine_error("handle a trap")(err));
-            }
-            if let (Some(cut), None, Ok(())) = (cut, trap, result) {
-                if self.icount() != stop_at {
-                    return Err(Error::Setup {
-                        file: self.image.file.clone(),
-                        problem: format!(
-                            "the engine did not stop at instruction {stop_at} (at {:#x}) but after {}",
-                            cut.at,
-                            self.icount()
-                        ),
-                    });
-                }
-                continue;
-            }
-            match (trap, result) {
-                (Some(Trap::Syscall(nr)), _) => {
-                    let record = syscall::dispatch(self, nr)?;
-                    if limit.after_syscall {
-                        return Ok(Stop::Syscall(record));
-                    }
-                }
-                (Some(Trap::Interrupt(intno)), _) => {
-                    let sig = self.machine.interrupt_signal(intno);
-                    let code = match sig {
-                        signal::SIGTRAP => si_code::TRAP_BRKPT,
-                        signal::SIGFPE => si_code::FPE_INTDIV,
-                        signal::SIGSEGV => si_code::SEGV_MAPERR,
-                        _ => si_code::ILL_ILLOPC,
-                    };
-                    let pc = self.reg(self.info().pc)?;
-                    self.raise_synchronous(sig, Cause::Fault(code, pc))?;
-                }
-                (None, Ok(())) => {
-                    let cut_pending = self.tracker().cut.is_some();
-                    if self.icount() < stop_at && !cut_pending {
-                        // The engine stopped without a reason: the guest jumped to
-                        // address 0, which Unicorn treats as the end of the run.
-                        let pc = self.reg(self.info().pc)?;
-                        self.pages_mut().record_fault(Some(MemFault::Unmapped { addr: pc }));
-                        self.raise_synchronous(signal::SIGSEGV, Cause::Fault(si_code::SEGV_MAPERR, pc))?;
-                    }
-                }
-                (None, Err(uc_error::INSN_INVALID)) => {
-                    let pc = self.reg(self.info().pc)?;
-                    self.raise_synchronous(signal::SIGILL, Cause::Fault(si_code::ILL_ILLOPC, pc))?;
-                }
-                (
-                    None,
-                    Err(
-                        uc_error::EXCEPTION
-                        | uc_error::READ_UNMAPPED
-                        | uc_error::WRITE_UNMAPPED
-                        | uc_error::FETCH_UNMAPPED
-                        | uc_error::READ_PROT
-                        | uc_error::WRITE_PROT
-                        | uc_error::FETCH_PROT
-                        | uc_error::READ_UNALIGNED
-                        | uc_error::WRITE_UNALIGNED
-                        | uc_error::FETCH_UNALIGNED,
-                    ),
-                ) => {
-                    let cause = match self.pages().last_fault() {
-                        Some(MemFault::Protection { addr, .. }) => Cause::Fault(si_code::SEGV_ACCERR, addr),
-                        Some(fault) => Cause::Fault(si_code::SEGV_MAPERR, fault.addr()),
-                        None => Cause::Fault(si_code::SEGV_MAPERR, 0),
-                    };
-                    self.raise_synchronous(signal::SIGSEGV, cause)?;
-                }
-                (None, Err(err)) => return Err(self.engine_error("run the guest")(err)),
-            }
-        }
-    }
-
-    /// Runs the process to its end.
-    pub fn run_to_exit(&mut self) -> Result<Exit, Error> {
-        match self.run(RunLimit::to_exit())? {
-            Stop::Exit(exit) => Ok(exit),
-            // Neither a limit nor syscall stops were asked for.
-            Stop::Limit | Stop::Syscall(_) => unreachable!("run without limits stopped early"),
-        }
-    }
-
-    /// A fault or trap raised `sig` for the current instruction: its handler
-    /// runs if it has one and it is not blocked; otherwise the process dies
-    /// (Linux's `force_sig`).
-    fn raise_synchronous(&mut self, sig: u32, cause: Cause) -> Result<(), Error> {
-        let handler = self.signals.actions[sig as usize].handler;
-        let blocked = self.signals.blocked & crate::process::sig_bit(sig) != 0;
-        if handler == crate::process::SIG_DFL || handler == crate::process::SIG_IGN || blocked {
-            return self.terminate(sig);
-        }
-        sigframe::deliver(self, sig, cause)
-    }
-
-    /// Makes signal `sig` pending, as `kill()` from another process would;
-    /// it is delivered when the guest next runs (if not blocked).
-    pub fn send_signal(&mut self, sig: u32) -> Result<(), Error> {
-        if !(1..=64).contains(&sig) {
-            return Err(Error::Setup { file: self.image.file.clone(), problem: format!("no signal {sig}") });
-        }
-        self.signals.pending |= crate::process::sig_bit(sig);
-        Ok(())
-    }
-
-    /// Delivers the lowest pending, unblocked signal; `true` if the guest's
-    /// state changed (a handler was entered or the process ended).
-    fn deliver_pending_signals(&mut self) -> Result<bool, Error> {
-        let ready = self.signals.pending & !self.signals.blocked;
-        if ready == 0 {
-            return Ok(false);
-        }
-        let sig = ready.trailing_zeros() + 1;
-        self.signals.pending &= !crate::process::sig_bit(sig);
-        let code = self.signals.sent_code[sig as usize];
-        match self.signals.actions[sig as usize].handler {
-            crate::process::SIG_IGN => Ok(false),
-            crate::process::SIG_DFL => match signal::default_action(sig) {
-                signal::DefaultAction::Terminate => {
-                    self.terminate(sig)?;
-                    Ok(true)
-                }
-                signal::DefaultAction::Ignore | signal::DefaultAction::StopOrContinue => Ok(false),
-            },
-            _ => {
-                sigframe::deliver(self, sig, Cause::Sent(code))?;
-                Ok(true)
-            }
-        }
-    }
-
     pub(crate) fn terminate(&mut self, sig: u32) -> Result<(), Error> {
         let pc = self.reg(self.info().pc)?;
         let fault = if sig == signal::SIGSEGV { self.pages().last_fault() } else { None };
         self.exit = Some(Exit::Signal { signal: sig, fault, pc });
         Ok(())
-    }
-}
-
-/// The file name made absolute, as the kernel reports `/proc/self/exe`.
-fn default_exe_path(file: &str) -> Vec<u8> {
-    use std::os::unix::ffi::OsStrExt as _;
-    match std::path::absolute(file) {
-        Ok(path) => path.as_os_str().as_bytes().to_vec(),
-        Err(_) => [b"/", file.as_bytes()].concat(),
     }
 }

@@ -8,12 +8,12 @@
 //! instruction boundaries on all three architectures; the classification is
 //! a small per-architecture rule (`classify`).
 
-use crate::arch::Arch;
 use capstone::arch::arm64::{ArchMode as Arm64Mode, Arm64Insn};
 use capstone::arch::sysz::ArchMode as SyszMode;
 use capstone::arch::x86::{ArchMode as X86Mode, X86Insn, X86OperandType};
 use capstone::arch::{ArchDetail, BuildsCapstone as _, DetailsArchInsn as _};
 use capstone::Capstone;
+use kmodel::arch::Arch;
 
 /// What an instruction does to the stack of calls in progress.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -21,13 +21,22 @@
 //!
 //! # How it is built
 //!
+//! * **The emulator** ([`Emulator`]): its machine state and what is done
+//!   with it (`emulator.rs`: memory map, guest memory as the kernel reads
+//!   it, registers); loading a program (`load.rs`: segments, initial stack,
+//!   engine, CPU); and the run loop (`run.rs`), the one place that services
+//!   system calls and turns faults and traps into signals. Files depend on
+//!   each other one way only (`scripts/import-cycles.sh`): what lies below
+//!   the machine state (architectures, engine, memory, tracking) knows
+//!   nothing of it; system calls and signal frames work on it and are
+//!   called only from loading and the run loop.
 //! * **Architectures** ([`arch`]): the architecture is the kernel model's
 //!   [`Arch`]; one [`Machine`] trait, one small impl per architecture
 //!   ([`arch::machine`]); everything constant (registers, syscall
 //!   convention, `struct stat` layout, `AT_HWCAP`, trampolines) is an
 //!   [`ArchInfo`] table ([`arch::info`]).
-//! * **Memory** ([`memory`], [`engine`]): Unicorn runs with its *virtual*
-//!   TLB, whose fill hook consults the [`PageTable`]. A fill is the guest
+//! * **Memory** ([`memory`], [`engine`], `hooks.rs`): Unicorn runs with its
+//!   *virtual* TLB, whose fill hook consults the [`PageTable`]. A fill is the guest
 //!   touching a page: a non-resident page becomes resident and is counted as
 //!   a guest fault; a refused access is a SIGSEGV. Physical memory is
 //!   identity-mapped and mirrors the mapped areas. This one mechanism works on
@@ -35,7 +44,7 @@
 //!   per-page permissions and residency, and makes eviction a TLB flush.
 //! * **System calls** ([`syscall`]): one table keyed by name with the
 //!   numbers for each architecture; handlers are shared. A hook only records
-//!   the trap and stops the engine; the call is serviced outside it.
+//!   the trap and stops the engine; the run loop services the call.
 //! * **Instruction count and ground truth** ([`track`], [`flow`],
 //!   [`shadow`]): a hook per translated block counts instructions (each
 //!   block decoded once with Capstone) and keeps the ground-truth
@@ -48,13 +57,14 @@
 //!   [`kmodel::arch::UserRegs`]): user memory with faultable and
 //!   non-faultable reads, registers by DWARF number.
 //! * **The process** (`process.rs`): what the kernel keeps per process
-//!   besides memory: the heap break, standard streams ([`Stdin`]), the
-//!   virtual clock, the random stream, signal dispositions ([`SigAction`]).
+//!   besides memory: its IDs, standard streams ([`Stdin`]) and open files,
+//!   the virtual clock, the random stream, signal dispositions
+//!   ([`SigAction`]).
 //! * **On the host** ([`host`]): a program run like `qemu-user` runs it, with
 //!   the host's environment and streams (`unwindlab exec`).
 //! * **Signals** ([`sigframe`]): handlers run on Linux's own frame layout for
-//!   each architecture, so unwinders can walk through them; the sigreturn
-//!   trampolines live in a vDSO-like page.
+//!   each architecture (one file each under `sigframe/`), so unwinders can
+//!   walk through them; the sigreturn trampolines live in a vDSO-like page.
 
 #![warn(missing_docs)]
 
@@ -65,11 +75,14 @@ mod emulator;
 pub mod engine;
 mod error;
 pub mod flow;
+mod hooks;
 pub mod host;
 pub mod layout;
+mod load;
 pub mod memory;
 mod nmi;
 mod process;
+mod run;
 pub mod shadow;
 pub mod sigframe;
 pub mod signal;
@@ -80,11 +93,13 @@ mod user;
 mod view;
 
 pub use arch::{Arch, ArchInfo, Machine};
-pub use emulator::{Config, Emulator, Event, Exit, Regs, RunLimit, Stop};
+pub use emulator::{Emulator, Event, Exit, Regs};
 pub use error::Error;
+pub use load::Config;
 pub use memory::{AccessKind, Area, AreaKind, MemFault, PageStats, PageTable, Perms, PAGE_SIZE};
 pub use nmi::{NmiPoint, NmiSource};
 pub use process::{SigAction, Stdin};
+pub use run::{RunLimit, Stop};
 pub use shadow::{After, FrameKind, ShadowFrame, ShadowStack};
 pub use syscall::SyscallRecord;
 pub use track::Tracking;

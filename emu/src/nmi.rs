@@ -3,8 +3,9 @@
 //! the guest just before instruction number k·N and reports what the kernel
 //! would see there, plus the ground truth to judge an unwinder by.
 
-use crate::emulator::{Emulator, Regs, RunLimit, Stop};
+use crate::emulator::{Emulator, Regs};
 use crate::error::Error;
+use crate::run::{RunLimit, Stop};
 use std::num::NonZeroU64;
 
 /// "An NMI every `period` instructions": stops at every multiple of the period.

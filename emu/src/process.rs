@@ -1,9 +1,17 @@
 //! Per-process state of the emulated Linux kernel that is not memory: the
-//! heap break, standard streams, the virtual clock, the random stream,
-//! signal dispositions, and the event log.
+//! process's identity, standard streams and open files, the virtual clock,
+//! the random stream, and signal dispositions.
 
-use crate::signal::NSIG;
+use crate::signal::{NSIG, SIGKILL, SIGSTOP};
 use std::io::{Read as _, Write as _};
+use std::rc::Rc;
+
+/// The user ID the guest runs as.
+pub(crate) const UID: u64 = 1000;
+/// The group ID the guest runs as.
+pub(crate) const GID: u64 = 1000;
+/// The guest's process (and only thread) ID.
+pub(crate) const PID: u64 = 1000;
 
 /// Where the guest's standard input comes from.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -76,6 +84,24 @@ impl Input {
             Stdin::Empty => Vec::new(),
         }
     }
+}
+
+/// An open file descriptor.
+#[derive(Debug, Clone)]
+pub(crate) enum Fd {
+    /// Standard input.
+    Stdin,
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+    /// A provided read-only file and the read position.
+    File {
+        /// Its contents.
+        data: Rc<[u8]>,
+        /// The position for `read`.
+        pos: u64,
+    },
 }
 
 /// Time as the guest sees it: a function of the instruction count and of
@@ -175,3 +201,6 @@ impl Default for Signals {
 pub(crate) fn sig_bit(sig: u32) -> u64 {
     1u64 << (sig - 1)
 }
+
+/// Signals that can be neither caught nor blocked (SIGKILL, SIGSTOP).
+pub(crate) const UNBLOCKABLE: u64 = (1 << (SIGKILL - 1)) | (1 << (SIGSTOP - 1));

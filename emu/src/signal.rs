@@ -1,5 +1,6 @@
-//! Signal numbers (identical on x86-64, AArch64 and s390x) and the
-//! per-process signal state: dispositions, the blocked mask, pending signals.
+//! Signal numbers (identical on x86-64, AArch64 and s390x), their names,
+//! and what Linux does with each by default. The per-process signal state
+//! (dispositions, the blocked mask, pending signals) is in `process.rs`.
 
 /// Illegal instruction.
 pub const SIGILL: u32 = 4;

@@ -28,18 +28,24 @@
 //!
 //! The hooks are free functions on the engine rather than methods, so that
 //! they can read a register or guest memory between uses of the tracker,
-//! which lives in the engine's shared data.
+//! which lives in the engine's shared data (`Tracked`).
 
-use crate::arch::Arch;
-use crate::engine::Shared;
+use crate::arch::facts::ArchInfo;
 use crate::flow::{Decoder, Flow, Transfer};
 use crate::shadow::{After, ShadowStack};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use unicorn_engine::Unicorn;
 
-/// The engine as hooks see it.
-type Uc<'a> = Unicorn<'a, Shared>;
+/// Engine data that holds a [`Tracker`]: the engine's `Shared`. The hooks
+/// take it as a bound rather than as that type, so that this file does not
+/// depend on the engine, which holds the tracker.
+pub(crate) trait Tracked {
+    /// The tracker.
+    fn tracker(&self) -> &Tracker;
+    /// The tracker, to change it.
+    fn tracker_mut(&mut self) -> &mut Tracker;
+}
 
 /// How much the emulator follows execution.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -177,29 +183,29 @@ pub(crate) struct Tracker {
 
 /// Reads a register inside a hook; the engine reads its own registers
 /// unless the register id is wrong, which the architecture tables rule out.
-fn reg(uc: &Uc<'_>, reg: i32) -> u64 {
+fn reg<D>(uc: &Unicorn<'_, D>, reg: i32) -> u64 {
     uc.reg_read(reg).unwrap_or(0)
 }
 
 /// The tracker in the engine's shared data.
-fn tracker<'u>(uc: &'u mut Uc<'_>) -> &'u mut Tracker {
-    &mut uc.get_data_mut().tracker
+fn tracker<'u, D: Tracked>(uc: &'u mut Unicorn<'_, D>) -> &'u mut Tracker {
+    uc.get_data_mut().tracker_mut()
 }
 
 /// The registers after an instruction, as the ground-truth rules use them.
-fn after(uc: &Uc<'_>, t: &Tracker) -> After {
+fn after<D>(uc: &Unicorn<'_, D>, t: &Tracker) -> After {
     After { sp: reg(uc, t.sp_reg), lr: t.lr_reg.map(|lr| reg(uc, lr)) }
 }
 
 /// The registers, if applying `last` (which continued at `next_pc`) to
 /// `stack` needs them.
-fn after_for(uc: &Uc<'_>, t: &Tracker, stack: &ShadowStack, last: Transfer, next_pc: u64) -> Option<After> {
+fn after_for<D>(uc: &Unicorn<'_, D>, t: &Tracker, stack: &ShadowStack, last: Transfer, next_pc: u64) -> Option<After> {
     stack.needs_registers(last, next_pc).then(|| after(uc, t))
 }
 
 /// The block hook: retires the previous block, then counts or stops before
 /// this one.
-pub(crate) fn on_block(uc: &mut Uc<'_>, addr: u64, size: u32) {
+pub(crate) fn on_block<D: Tracked>(uc: &mut Unicorn<'_, D>, addr: u64, size: u32) {
     let t = tracker(uc);
     if let Some(cur) = t.cur.take() {
         let cur = t.recent[cur as usize];
@@ -231,14 +237,14 @@ pub(crate) fn on_block(uc: &mut Uc<'_>, addr: u64, size: u32) {
 }
 
 /// Applies a completed control transfer to the ground-truth stack.
-fn retire_transfer(uc: &mut Uc<'_>, last: Transfer, next_pc: u64) {
-    let t = &uc.get_data().tracker;
+fn retire_transfer<D: Tracked>(uc: &mut Unicorn<'_, D>, last: Transfer, next_pc: u64) {
+    let t = uc.get_data().tracker();
     let regs = after_for(uc, t, &t.stack, last, next_pc);
     tracker(uc).stack.apply(last, next_pc, regs);
 }
 
 /// The block at `addr` of `size` bytes, decoding it on first sight.
-fn block(uc: &mut Uc<'_>, addr: u64, size: u32) -> Entry {
+fn block<D: Tracked>(uc: &mut Unicorn<'_, D>, addr: u64, size: u32) -> Entry {
     let known = tracker(uc).blocks.get(&(addr, size)).copied();
     let index = match known {
         Some(index) => index,
@@ -268,8 +274,8 @@ fn block(uc: &mut Uc<'_>, addr: u64, size: u32) -> Entry {
 
 /// The per-instruction hook ([`Tracking::Instructions`]): applies the
 /// previous instruction, which has completed, and decodes this one.
-pub(crate) fn on_instruction(uc: &mut Uc<'_>, addr: u64, size: u32) {
-    let t = &uc.get_data().tracker;
+pub(crate) fn on_instruction<D: Tracked>(uc: &mut Unicorn<'_, D>, addr: u64, size: u32) {
+    let t = uc.get_data().tracker();
     let Some(reference) = &t.reference else { return };
     let regs = reference.pending.and_then(|(_, last)| after_for(uc, t, &reference.stack, last, addr));
     let known = reference.insns.get(&addr).copied();
@@ -298,8 +304,8 @@ pub(crate) fn on_instruction(uc: &mut Uc<'_>, addr: u64, size: u32) {
 /// Settles the block (and instruction) that were running when the engine
 /// returned: counts what ran of them and applies a last instruction that
 /// completed.
-pub(crate) fn finish_run(uc: &mut Uc<'_>) {
-    let t = &uc.get_data().tracker;
+pub(crate) fn finish_run<D: Tracked>(uc: &mut Unicorn<'_, D>) {
+    let t = uc.get_data().tracker();
     let pc = reg(uc, t.pc_reg);
     let regs = after(uc, t);
     let t = tracker(uc);
@@ -329,13 +335,12 @@ pub(crate) fn finish_run(uc: &mut Uc<'_>) {
 }
 
 impl Tracker {
-    pub(crate) fn new(arch: Arch, mode: Tracking) -> Result<Tracker, capstone::Error> {
-        let info = crate::arch::info(arch);
+    pub(crate) fn new(info: &ArchInfo, mode: Tracking) -> Result<Tracker, capstone::Error> {
         Ok(Tracker {
             mode,
             icount: 0,
             stop_at: u64::MAX,
-            decoder: Decoder::new(arch)?,
+            decoder: Decoder::new(info.arch)?,
             sp_reg: info.sp,
             pc_reg: info.pc,
             lr_reg: info.ra,

@@ -35,6 +35,13 @@ impl<'e> GuestView<'e> {
     }
 }
 
+impl Emulator {
+    /// A [`sframe::ByteSource`] over `len` bytes of guest memory at `base`.
+    pub fn view(&mut self, base: u64, len: u64, mode: Access) -> GuestView<'_> {
+        GuestView::new(self, base, len, mode)
+    }
+}
+
 impl std::fmt::Debug for GuestView<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GuestView").field("base", &self.base).field("len", &self.len).field("mode", &self.mode).finish()

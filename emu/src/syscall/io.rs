@@ -6,13 +6,13 @@ use super::abi::{
     O_WRONLY, SEEK_CUR, SEEK_END, SEEK_SET,
 };
 use super::errno::{EACCES, EBADF, EINVAL, ENOENT, ENOTDIR, ENOTTY, ERANGE, ESPIPE};
-use super::{fail, ok, SysError, SysResult, GID, UID};
+use super::outcome::{fail, ok, SysError, SysResult};
 use crate::arch::StatField;
 use crate::bytes::GuestStruct;
 use crate::emulator::Emulator;
 use crate::memory::AccessKind;
+use crate::process::{Fd, GID, UID};
 use kmodel::memory::Access;
-use std::rc::Rc;
 
 const S_IFIFO: u64 = 0o010_000;
 const S_IFREG: u64 = 0o100_000;
@@ -24,24 +24,6 @@ const READ_CHUNK: u64 = 1 << 20;
 const MAX_RW_COUNT: u64 = 0x7fff_f000;
 /// Most iovecs per call (`UIO_MAXIOV`).
 const IOV_MAX: u64 = 1024;
-
-/// An open file descriptor.
-#[derive(Debug, Clone)]
-pub(crate) enum Fd {
-    /// Standard input.
-    Stdin,
-    /// Standard output.
-    Stdout,
-    /// Standard error.
-    Stderr,
-    /// A provided read-only file and the read position.
-    File {
-        /// Its contents.
-        data: Rc<[u8]>,
-        /// The position for `read`.
-        pos: u64,
-    },
-}
 
 fn fd_entry(emu: &Emulator, fd: u64) -> Result<Fd, SysError> {
     emu.fds.get(&fd).cloned().ok_or(SysError::Errno(EBADF))

@@ -2,7 +2,7 @@
 
 use super::abi::{MADV_DONTNEED, MAP_ANONYMOUS, MAP_FIXED, MAP_FIXED_NOREPLACE, MREMAP_MAYMOVE};
 use super::errno::{EBADF, EEXIST, EFAULT, EINVAL, ENOMEM};
-use super::{fail, ok, SysResult};
+use super::outcome::{fail, ok, SysResult};
 use crate::emulator::Emulator;
 use crate::layout::{MMAP_FLOOR, MMAP_TOP, USER_TOP};
 use crate::memory::{page_up, Area, AreaKind, Perms, PAGE_SIZE};

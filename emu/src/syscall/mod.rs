@@ -16,7 +16,9 @@ mod args;
 pub mod errno;
 mod io;
 mod mem;
+pub(crate) mod outcome;
 mod process;
+pub(crate) mod record;
 mod signals;
 mod time;
 
@@ -27,108 +29,11 @@ use crate::memory::{AccessKind, MemFault, PAGE_SIZE};
 use args::Ret::{Addr, NoReturn, Num, Restored};
 use args::*;
 use kmodel::memory::Access;
+use outcome::{fail, Outcome, SysError, SysResult};
 
-pub(crate) use io::Fd;
+pub use record::SyscallRecord;
 
-/// The user ID the guest runs as.
-pub(crate) const UID: u64 = 1000;
-/// The group ID the guest runs as.
-pub(crate) const GID: u64 = 1000;
-/// The guest's process (and only thread) ID.
-pub(crate) const PID: u64 = 1000;
-/// Signals that can be neither caught nor blocked (SIGKILL, SIGSTOP).
-pub(crate) const UNBLOCKABLE: u64 = (1 << (crate::signal::SIGKILL - 1)) | (1 << (crate::signal::SIGSTOP - 1));
-
-/// One serviced system call; `Display` gives its trace line, strace-like:
-/// `openat(AT_FDCWD, "in.txt", O_RDONLY) = -ENOENT`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SyscallRecord {
-    /// Instruction count at the call.
-    pub icount: u64,
-    /// The architecture (which numbers the call and some flags).
-    pub arch: Arch,
-    /// The architecture's number for it.
-    pub nr: u64,
-    /// Its name (`"?"` when unknown).
-    pub name: &'static str,
-    /// The arguments as the handler saw them: narrowed to their declared C
-    /// types (an `int` sign-extended), 0 past the declared ones; the raw
-    /// registers for an unknown call.
-    pub args: [u64; 6],
-    /// The result: a value, or `-errno`.
-    pub ret: i64,
-    /// The declared argument types.
-    types: &'static [Arg],
-    /// The declared result type.
-    returns: Ret,
-    /// What path arguments pointed to at the call, by argument index (only
-    /// when syscalls are recorded).
-    strings: Vec<(usize, Captured)>,
-}
-
-impl std::fmt::Display for SyscallRecord {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.name == "?" {
-            write!(f, "syscall_{}(", self.nr)?;
-        } else {
-            write!(f, "{}(", self.name)?;
-        }
-        let mode_counts = mode_counts(self.types, &self.args);
-        let shown = self.types.iter().enumerate().filter(|&(_, &arg)| arg != Arg::Mode || mode_counts);
-        for (n, (i, &arg)) in shown.enumerate() {
-            if n > 0 {
-                f.write_str(", ")?;
-            }
-            let string = self.strings.iter().find(|(at, _)| *at == i).map(|(_, s)| s);
-            write_arg(f, arg, self.args[i], self.arch, string)?;
-        }
-        f.write_str(") = ")?;
-        write_ret(f, self.returns, self.ret)
-    }
-}
-
-/// What a handler did.
-pub(crate) enum Outcome {
-    /// Put this in the result register.
-    Return(u64),
-    /// The process exits with this status.
-    Exit(i32),
-    /// Registers were replaced wholesale (`rt_sigreturn`); leave them.
-    Resume,
-}
-
-/// Why a handler failed.
-pub(crate) enum SysError {
-    /// The guest gets `-errno`.
-    Errno(i64),
-    /// The emulator itself failed.
-    Host(Error),
-}
-
-impl From<MemFault> for SysError {
-    fn from(_: MemFault) -> Self {
-        SysError::Errno(errno::EFAULT)
-    }
-}
-
-impl From<Error> for SysError {
-    fn from(err: Error) -> Self {
-        SysError::Host(err)
-    }
-}
-
-pub(crate) type SysResult = Result<Outcome, SysError>;
 type Handler = fn(&mut Emulator, [u64; 6]) -> SysResult;
-
-/// Shorthand for a failing handler.
-pub(crate) fn fail(errno: i64) -> SysResult {
-    Err(SysError::Errno(errno))
-}
-
-/// Shorthand for a successful handler.
-pub(crate) fn ok(value: u64) -> SysResult {
-    Ok(Outcome::Return(value))
-}
 
 /// A row of the syscall table.
 pub(crate) struct Def {
@@ -215,7 +120,7 @@ static TABLE: &[Def] = &[
 ];
 
 /// Syscall number → table row, for `arch`.
-pub(crate) fn number_map(arch: crate::arch::Arch) -> Vec<Option<u16>> {
+pub(crate) fn number_map(arch: Arch) -> Vec<Option<u16>> {
     let column = crate::arch::index(arch);
     let numbers = || TABLE.iter().map(|def| def.nr[column]).filter(|&nr| nr != NO);
     let len = numbers().max().map_or(0, |max| usize::from(max) + 1);
@@ -229,7 +134,7 @@ pub(crate) fn number_map(arch: crate::arch::Arch) -> Vec<Option<u16>> {
 }
 
 /// The name of syscall `nr` on `arch`, if the emulator knows it.
-pub fn name(arch: crate::arch::Arch, nr: u64) -> Option<&'static str> {
+pub fn name(arch: Arch, nr: u64) -> Option<&'static str> {
     TABLE
         .iter()
         .find(|def| u64::from(def.nr[crate::arch::index(arch)]) == nr && def.nr[crate::arch::index(arch)] != NO)

@@ -5,9 +5,10 @@ use super::abi::{
     RLIMIT_CORE, RLIMIT_NOFILE, RLIMIT_STACK,
 };
 use super::errno::{EAGAIN, EFAULT, EINVAL, ENOSYS, ESRCH};
-use super::{fail, ok, Outcome, SysResult, GID, PID, UID};
+use super::outcome::{fail, ok, Outcome, SysError, SysResult};
 use crate::arch::Arch;
 use crate::emulator::Emulator;
+use crate::process::{GID, PID, UID};
 
 pub(super) fn exit(_emu: &mut Emulator, [status, ..]: [u64; 6]) -> SysResult {
     // A parent sees only the low 8 bits. With one thread, exit ends the process too.
@@ -135,7 +136,7 @@ pub(super) fn futex(emu: &mut Emulator, [uaddr, op, val, ..]: [u64; 6]) -> SysRe
         // No other thread can be waiting.
         FUTEX_WAKE | FUTEX_WAKE_BITSET => ok(0),
         FUTEX_WAIT | FUTEX_WAIT_BITSET => {
-            let current = emu.read_uint(uaddr, 4).map_err(|_| super::SysError::Errno(EFAULT))?;
+            let current = emu.read_uint(uaddr, 4).map_err(|_| SysError::Errno(EFAULT))?;
             // `val` is a u32, already narrowed.
             if current != val {
                 return fail(EAGAIN);

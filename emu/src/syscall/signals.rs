@@ -3,9 +3,9 @@
 
 use super::abi::{SIG_BLOCK, SIG_SETMASK, SIG_UNBLOCK};
 use super::errno::{EINVAL, ENOMEM, EPERM, ESRCH};
-use super::{fail, ok, SysResult, PID, UNBLOCKABLE};
+use super::outcome::{fail, ok, SysResult};
 use crate::emulator::Emulator;
-use crate::process::{sig_bit, SigAction};
+use crate::process::{sig_bit, SigAction, PID, UNBLOCKABLE};
 use crate::sigframe::{si_code, SS_DISABLE, SS_ONSTACK};
 use crate::signal::{NSIG, SIGKILL, SIGSTOP};
 

@@ -7,7 +7,7 @@ use super::abi::{
     CLOCK_THREAD_CPUTIME_ID, TIMER_ABSTIME,
 };
 use super::errno::EINVAL;
-use super::{fail, ok, SysResult};
+use super::outcome::{fail, ok, SysResult};
 use crate::emulator::Emulator;
 use crate::process::{MONOTONIC_EPOCH_NS, NS_PER_SEC, REALTIME_EPOCH_NS};
 

@@ -3,10 +3,12 @@
 
 use std::fmt::Write as _;
 
+use super::error::Error;
 use super::fde::{Fde, FdeKind, PcType};
 use super::header::{Abi, Header, Layout, Version, F_FDE_FUNC_START_PCREL, F_FDE_SORTED, F_FRAME_POINTER};
 use super::rule::{self, Base, CfaRule, Recovery, RowRule};
-use super::{ByteSource, Error, Section};
+use super::section::Section;
+use super::source::ByteSource;
 
 /// Which objdump's output to reproduce; they differ in small ways (§11).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]

@@ -50,9 +50,9 @@ pub enum Error {
         /// The ABI id.
         abi: u8,
         /// Byte order the ABI implies.
-        abi_endian: super::Endian,
+        abi_endian: super::source::Endian,
         /// Byte order the magic number shows.
-        magic_endian: super::Endian,
+        magic_endian: super::source::Endian,
     },
     /// Header offsets and lengths that do not describe a valid layout.
     #[error("bad layout: {0}")]

@@ -1,9 +1,10 @@
 //! Function descriptor entries (§4): one per function, V1/V2/V3 layouts
 //! decoded into one version-neutral [`Fde`].
 
+use super::error::Error;
 use super::header::{Header, Layout, Version};
-use super::source::{ByteSource, Reader};
-use super::Error;
+use super::reader::Reader;
+use super::source::ByteSource;
 
 /// How FRE start offsets are matched against a PC (§4.5 bit 4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

@@ -1,9 +1,10 @@
 //! Frame row entries (§5): byte-packed rows of a function, decoded lazily.
 
+use super::error::Error;
 use super::fde::Fde;
 use super::header::Layout;
-use super::source::{ByteSource, Reader};
-use super::Error;
+use super::reader::Reader;
+use super::source::ByteSource;
 
 /// Most data words an FRE info byte can announce (4-bit count).
 pub const MAX_WORDS: usize = 15;

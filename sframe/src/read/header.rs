@@ -1,7 +1,8 @@
 //! The 28-byte preamble + header shared by every SFrame version (§3).
 
-use super::source::{ByteSource, Endian, Reader};
-use super::Error;
+use super::error::Error;
+use super::reader::Reader;
+use super::source::{ByteSource, Endian};
 
 /// Magic number of every SFrame section.
 pub const MAGIC: u16 = 0xdee2;

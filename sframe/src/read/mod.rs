@@ -15,6 +15,7 @@ mod error;
 pub mod fde;
 pub mod fre;
 pub mod header;
+mod reader;
 pub mod rule;
 mod section;
 pub mod source;

@@ -2,10 +2,10 @@
 //! CFA, RA and FP (§5.1 default, §5.2 flex, s390x encodings). The walker only
 //! evaluates these; it never looks at words again.
 
+use super::error::Error;
 use super::fde::{Fde, FdeKind};
 use super::fre::Fre;
 use super::header::{Abi, Header, Version};
-use super::Error;
 
 /// s390x stores CFA offsets as `(offset - 160) / 8` (§5.1).
 pub const S390X_CFA_OFFSET_ADJUSTMENT: i32 = -160;

@@ -1,12 +1,13 @@
 //! A section at a known address: the entry point of reading, and lookup
 //! (PC → FDE → FRE → rule).
 
+use super::error::Error;
 use super::fde::{self, Fde, PcType};
 use super::fre::{self, Fre};
 use super::header::{Abi, Header, Layout, Version};
+use super::reader::Reader;
 use super::rule::{self, RowRule};
-use super::source::{ByteSource, Reader};
-use super::Error;
+use super::source::ByteSource;
 
 /// V1 has no repetition size: ld 2.40's only PC-type MASK FDEs are the
 /// x86-64 pltN entries, 16 bytes each, so V1 MASK lookups on AMD64 use it.

@@ -5,8 +5,6 @@
 //! holding a slice. A slice is the trivial source; a model of user memory
 //! (unwindlab's kernel model reads emulated memory that way) is another.
 
-use super::Error;
-
 /// A failed read of source bytes, e.g. a page of emulated user memory that is
 /// not resident and may not be brought in from the current context.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,8 +17,8 @@ pub struct Fault {
 ///
 /// `[u8]`, `Vec<u8>` and references to sources are sources. A source of
 /// one's own decides when a read fails; the reader reports that as
-/// [`Error::Fault`] with the offset, and the same lookup succeeds once the
-/// bytes can be read.
+/// [`Error::Fault`](crate::Error::Fault) with the offset, and the same
+/// lookup succeeds once the bytes can be read.
 ///
 /// ```
 /// use sframe::{ByteSource, Error, Fault, Section};
@@ -108,72 +106,4 @@ pub enum Endian {
     Little,
     /// Big-endian (s390x, big-endian AArch64).
     Big,
-}
-
-/// Bounds-checked, endian-aware reads of fixed-size fields from a source.
-///
-/// Every read first checks the range against the section size, so a hostile
-/// count or offset yields [`Error::OutOfBounds`], never a read past the end.
-#[derive(Clone, Copy)]
-pub(crate) struct Reader<'s, S: ?Sized> {
-    pub(crate) src: &'s S,
-    pub(crate) endian: Endian,
-}
-
-impl<S: ByteSource + ?Sized> Reader<'_, S> {
-    #[inline]
-    pub(crate) fn bytes<const N: usize>(&self, offset: u64, what: &'static str) -> Result<[u8; N], Error> {
-        let size = self.src.size();
-        match offset.checked_add(N as u64) {
-            Some(end) if end <= size => {}
-            _ => {
-                return Err(Error::OutOfBounds { what, offset, len: N as u64, size });
-            }
-        }
-        let mut buf = [0u8; N];
-        self.src.read_at(offset, &mut buf).map_err(|fault| Error::Fault { offset: fault.offset })?;
-        Ok(buf)
-    }
-
-    #[inline]
-    pub(crate) fn u8(&self, offset: u64, what: &'static str) -> Result<u8, Error> {
-        Ok(self.bytes::<1>(offset, what)?[0])
-    }
-
-    #[inline]
-    pub(crate) fn u16(&self, offset: u64, what: &'static str) -> Result<u16, Error> {
-        let b = self.bytes::<2>(offset, what)?;
-        Ok(match self.endian {
-            Endian::Little => u16::from_le_bytes(b),
-            Endian::Big => u16::from_be_bytes(b),
-        })
-    }
-
-    #[inline]
-    pub(crate) fn u32(&self, offset: u64, what: &'static str) -> Result<u32, Error> {
-        let b = self.bytes::<4>(offset, what)?;
-        Ok(match self.endian {
-            Endian::Little => u32::from_le_bytes(b),
-            Endian::Big => u32::from_be_bytes(b),
-        })
-    }
-
-    #[inline]
-    pub(crate) fn u64(&self, offset: u64, what: &'static str) -> Result<u64, Error> {
-        let b = self.bytes::<8>(offset, what)?;
-        Ok(match self.endian {
-            Endian::Little => u64::from_le_bytes(b),
-            Endian::Big => u64::from_be_bytes(b),
-        })
-    }
-
-    /// An unsigned field of 1, 2 or 4 bytes (FRE start addresses, data words).
-    #[inline]
-    pub(crate) fn uint(&self, offset: u64, width: u8, what: &'static str) -> Result<u32, Error> {
-        match width {
-            1 => self.u8(offset, what).map(u32::from),
-            2 => self.u16(offset, what).map(u32::from),
-            _ => self.u32(offset, what),
-        }
-    }
 }

@@ -1,11 +1,13 @@
 //! Validation of an untrusted section (§8): everything a lookup would trip
 //! over, found up front, with the work bounded by the section's size.
 
+use super::error::Error;
 use super::fde::{FdeKind, PcType};
 use super::header::Version;
+use super::reader::Reader;
 use super::rule;
-use super::source::{ByteSource, Reader};
-use super::{Error, Section};
+use super::section::Section;
+use super::source::ByteSource;
 
 /// Which reader's acceptance rules to apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]

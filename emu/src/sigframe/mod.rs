@@ -1,19 +1,24 @@
 //! Signal delivery on a real Linux signal frame, and `rt_sigreturn`.
 //!
-//! The generic part decides where the frame goes (alternate stack, red
-//! zone), what `siginfo` says, where the handler returns to, and how the
-//! blocked mask changes. Each architecture lays out its own frame exactly as
-//! Linux does (`arch/*/kernel/signal*.c`), because unwinders (libgcc's,
-//! the kernel model's) read interrupted registers out of it.
+//! This file is the generic part: it decides where the frame goes
+//! (alternate stack, red zone), what `siginfo` says, where the handler
+//! returns to, and how the blocked mask changes. Each architecture lays out
+//! its own frame exactly as Linux does (`arch/*/kernel/signal*.c`), because
+//! unwinders (libgcc's, the kernel model's) read interrupted registers out
+//! of it: `x86_64.rs`, `aarch64.rs` and `s390x.rs` here, each a `Frames`.
+
+mod aarch64;
+mod s390x;
+mod x86_64;
 
 use crate::arch::Arch;
 use crate::bytes::GuestStruct;
 use crate::emulator::Emulator;
 use crate::error::Error;
 use crate::memory::{Area, AreaKind, Perms, PAGE_SIZE};
-use crate::process::{sig_bit, SigAction, SIG_DFL};
+use crate::process::{sig_bit, SigAction, PID, SIG_DFL, UID, UNBLOCKABLE};
 use crate::signal;
-use crate::syscall::{Outcome, SysError, SysResult};
+use crate::syscall::outcome::{Outcome, SysError, SysResult};
 
 /// `SA_SIGINFO`: the handler takes `(sig, info, ucontext)`.
 pub const SA_SIGINFO: u64 = 0x4;
@@ -86,9 +91,9 @@ pub(crate) trait Frames: Sync {
 
 fn frames(arch: Arch) -> &'static dyn Frames {
     match arch {
-        Arch::X86_64 => &crate::arch::x86_64::X86_64,
-        Arch::Aarch64 => &crate::arch::aarch64::Aarch64,
-        Arch::S390x => &crate::arch::s390x::S390x,
+        Arch::X86_64 => &x86_64::X86_64,
+        Arch::Aarch64 => &aarch64::Aarch64,
+        Arch::S390x => &s390x::S390x,
     }
 }
 
@@ -116,8 +121,8 @@ fn siginfo(emu: &Emulator, sig: u32, cause: Cause) -> Vec<u8> {
     match cause {
         Cause::Sent(code) => {
             info.set(8, 4, code as u32 as u64);
-            info.set(16, 4, crate::syscall::PID);
-            info.set(20, 4, crate::syscall::UID);
+            info.set(16, 4, PID);
+            info.set(20, 4, UID);
         }
         Cause::Fault(code, addr) => {
             info.set(8, 4, code as u32 as u64);
@@ -184,7 +189,7 @@ pub(crate) fn deliver(emu: &mut Emulator, sig: u32, cause: Cause) -> Result<(), 
     if action.flags & SA_NODEFER == 0 {
         block |= sig_bit(sig);
     }
-    emu.signals.blocked = (emu.signals.blocked | block) & !crate::syscall::UNBLOCKABLE;
+    emu.signals.blocked = (emu.signals.blocked | block) & !UNBLOCKABLE;
     if action.flags & SA_RESETHAND != 0 {
         emu.signals.actions[sig as usize] = SigAction { handler: SIG_DFL, ..SigAction::default() };
     }
@@ -195,7 +200,7 @@ pub(crate) fn deliver(emu: &mut Emulator, sig: u32, cause: Cause) -> Result<(), 
 pub(crate) fn sigreturn(emu: &mut Emulator, rt: bool) -> SysResult {
     match frames(emu.arch()).pop(emu, rt) {
         Ok(mask) => {
-            emu.signals.blocked = mask & !crate::syscall::UNBLOCKABLE;
+            emu.signals.blocked = mask & !UNBLOCKABLE;
             emu.uc.get_data_mut().tracker.sigreturn();
             Ok(Outcome::Resume)
         }

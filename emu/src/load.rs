@@ -1,0 +1,207 @@
+//! Loading a program: reading the ELF file, mapping its segments, the
+//! initial stack with arguments, environment and auxiliary vector, the page
+//! with the sigreturn trampolines, the engine, and the CPU at the entry
+//! point.
+
+use crate::elf::Image;
+use crate::emulator::Emulator;
+use crate::error::Error;
+use crate::hooks;
+use crate::layout;
+use crate::memory::{page_down, page_up, Area, AreaKind, Perms};
+use crate::process::{Clock, Fd, Input, Output, Rng, Signals, Stdin, GID, UID};
+use crate::sigframe;
+use crate::stack::{self, at, StackSpec};
+use crate::syscall;
+use crate::track::{Tracker, Tracking};
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+/// How a program is started and what it is connected to.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `argv`, including `argv[0]` (default: the file name).
+    pub args: Vec<Vec<u8>>,
+    /// The environment, as `NAME=value` strings (default: empty).
+    pub env: Vec<Vec<u8>>,
+    /// Standard input.
+    pub stdin: Stdin,
+    /// Keep the guest's stdout and stderr bytes (see [`Emulator::stdout`]).
+    pub capture_output: bool,
+    /// Copy the guest's stdout and stderr to the host's as they are written.
+    pub passthrough: bool,
+    /// Seed for `AT_RANDOM` and `getrandom`.
+    pub seed: u64,
+    /// Virtual nanoseconds per instruction (the guest's clock rate).
+    pub ns_per_insn: u64,
+    /// What `readlink("/proc/self/exe")` answers (default: the file name made
+    /// absolute; glibc insists on an absolute path).
+    pub exe_path: Option<Vec<u8>>,
+    /// Record every syscall as an [`Event::Syscall`](crate::Event::Syscall), with the strings its
+    /// path arguments pointed to (read without faulting anything in), for
+    /// traces.
+    pub record_syscalls: bool,
+    /// Read-only files the guest can open, by path.
+    pub files: BTreeMap<Vec<u8>, Vec<u8>>,
+    /// How closely execution is followed: instruction count, exact stops and
+    /// ground truth need at least [`Tracking::Blocks`] (the default).
+    pub tracking: Tracking,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            args: Vec::new(),
+            env: Vec::new(),
+            stdin: Stdin::Empty,
+            capture_output: true,
+            passthrough: false,
+            seed: 0,
+            ns_per_insn: 1,
+            exe_path: None,
+            record_syscalls: false,
+            files: BTreeMap::new(),
+            tracking: Tracking::default(),
+        }
+    }
+}
+
+impl Emulator {
+    /// Reads the program at `path` and prepares it to run.
+    pub fn load(path: impl AsRef<std::path::Path>, config: Config) -> Result<Emulator, Error> {
+        let path = path.as_ref();
+        let file = path.display().to_string();
+        let bytes = std::fs::read(path).map_err(|source| Error::Io { file: file.clone(), source })?;
+        Emulator::new(&file, &bytes, config)
+    }
+
+    /// Prepares the program with contents `bytes` (named `file` in messages) to run.
+    pub fn new(file: &str, bytes: &[u8], config: Config) -> Result<Emulator, Error> {
+        let image = Image::parse(file, bytes)?;
+        let machine = crate::arch::machine(image.arch);
+        let engine_err = |what| move |err| Error::Engine { file: file.to_string(), what, err };
+        let tracker = Tracker::new(machine.info(), config.tracking).map_err(|err| Error::Setup {
+            file: file.to_string(),
+            problem: format!("cannot set up the instruction decoder: {err}"),
+        })?;
+        let uc = hooks::create(machine, tracker).map_err(engine_err("start"))?;
+        let mut emu = Emulator {
+            uc,
+            machine,
+            image,
+            exit: None,
+            brk_start: 0,
+            brk: 0,
+            stdin: Input::new(config.stdin.clone()),
+            stdout: Output::new(1, config.capture_output, config.passthrough),
+            stderr: Output::new(2, config.capture_output, config.passthrough),
+            clock: Clock { ns_per_insn: config.ns_per_insn, slept_ns: 0 },
+            rng: Rng::new(config.seed),
+            signals: Signals::default(),
+            exe_path: config.exe_path.clone().unwrap_or_else(|| default_exe_path(file)),
+            events: Vec::new(),
+            record_syscalls: config.record_syscalls,
+            syscalls: syscall::number_map(machine.info().arch),
+            fds: BTreeMap::from([(0, Fd::Stdin), (1, Fd::Stdout), (2, Fd::Stderr)]),
+            provided: config.files.iter().map(|(path, data)| (path.clone(), Rc::from(data.as_slice()))).collect(),
+            altstack: None,
+            trampoline: 0,
+        };
+        emu.load_segments(bytes)?;
+        emu.trampoline = sigframe::map_trampoline(&mut emu)?;
+        // AT_RANDOM takes the first 16 bytes of the seeded stream.
+        let mut random = [0u8; 16];
+        emu.rng.fill(&mut random);
+        let sp = emu.build_stack(&config, random)?;
+        let entry = emu.image.entry;
+        machine.init_cpu(&mut emu.uc, entry, sp).map_err(engine_err("set up the CPU"))?;
+        Ok(emu)
+    }
+
+    /// Maps the `PT_LOAD` segments: file pages non-resident (the guest has
+    /// not touched them), the zeroed tail of the last file page resident (the
+    /// kernel wrote it), pages past the file as zero-fill `.bss`.
+    fn load_segments(&mut self, bytes: &[u8]) -> Result<(), Error> {
+        let segments = self.image.segments.clone();
+        for seg in &segments {
+            let start = page_down(seg.vaddr);
+            let file_end = seg.vaddr + seg.filesz;
+            let file_pages_end = if seg.filesz == 0 { start } else { page_up(file_end).unwrap_or(u64::MAX) };
+            let end = page_up(seg.vaddr + seg.memsz).unwrap_or(u64::MAX).max(file_pages_end);
+            if file_pages_end > start {
+                self.map(Area { start, end: file_pages_end, perms: seg.perms, kind: AreaKind::Image })?;
+                // Whole file pages, as mmap of the file would show them.
+                let first = seg.offset - (seg.vaddr - start);
+                let last = (first + (file_pages_end - start)).min(bytes.len() as u64);
+                self.uc.mem_write(start, &bytes[first as usize..last as usize]).map_err(self.engine_error("load"))?;
+                if seg.memsz > seg.filesz && file_end < file_pages_end {
+                    let zeros = vec![0u8; (file_pages_end - file_end) as usize];
+                    self.uc.mem_write(file_end, &zeros).map_err(self.engine_error("load"))?;
+                    self.pages_mut().mark_resident(file_end, zeros.len() as u64);
+                }
+            }
+            if end > file_pages_end {
+                self.map(Area { start: file_pages_end, end, perms: seg.perms, kind: AreaKind::Bss })?;
+            }
+        }
+        self.brk_start = page_up(self.image.end).unwrap_or(u64::MAX);
+        self.brk = self.brk_start;
+        Ok(())
+    }
+
+    /// Maps the stack and writes the initial stack; returns the initial SP.
+    fn build_stack(&mut self, config: &Config, random: [u8; 16]) -> Result<u64, Error> {
+        let info = self.info();
+        let args = if config.args.is_empty() { vec![self.image.file.as_bytes().to_vec()] } else { config.args.clone() };
+        let aux = [
+            (at::PHDR, self.image.phdr),
+            (at::PHENT, self.image.phent),
+            (at::PHNUM, self.image.phnum),
+            (at::PAGESZ, crate::memory::PAGE_SIZE),
+            (at::BASE, 0),
+            (at::FLAGS, 0),
+            (at::ENTRY, self.image.entry),
+            (at::UID, UID),
+            (at::EUID, UID),
+            (at::GID, GID),
+            (at::EGID, GID),
+            (at::SECURE, 0),
+            (at::HWCAP, info.hwcap),
+            (at::HWCAP2, 0),
+            (at::CLKTCK, 100),
+        ];
+        let spec = StackSpec {
+            endian: info.endian,
+            top: layout::STACK_TOP,
+            args: &args,
+            env: &config.env,
+            execfn: &args[0],
+            platform: info.platform.as_bytes(),
+            random,
+            aux: &aux,
+        };
+        // Linux allows arguments and environment up to a quarter of the stack.
+        let image = stack::build(&spec, layout::STACK_SIZE / 4).ok_or_else(|| Error::Setup {
+            file: self.image.file.clone(),
+            problem: "arguments and environment do not fit on the stack".into(),
+        })?;
+        self.map(Area {
+            start: layout::STACK_BOTTOM,
+            end: layout::STACK_TOP,
+            perms: Perms::RW,
+            kind: AreaKind::Stack,
+        })?;
+        self.uc.mem_write(image.sp, &image.bytes).map_err(self.engine_error("write the initial stack"))?;
+        self.pages_mut().mark_resident(image.sp, image.bytes.len() as u64);
+        Ok(image.sp)
+    }
+}
+
+/// The file name made absolute, as the kernel reports `/proc/self/exe`.
+fn default_exe_path(file: &str) -> Vec<u8> {
+    use std::os::unix::ffi::OsStrExt as _;
+    match std::path::absolute(file) {
+        Ok(path) => path.as_os_str().as_bytes().to_vec(),
+        Err(_) => [b"/", file.as_bytes()].concat(),
+    }
+}

@@ -1,0 +1,252 @@
+//! The deterministic run loop: runs the engine to the next stop, services
+//! the system call or turns the fault or trap that stopped it into a
+//! signal, and delivers pending signals.
+
+use crate::emulator::{Emulator, Exit};
+use crate::engine::Trap;
+use crate::error::Error;
+use crate::memory::MemFault;
+use crate::sigframe::{self, si_code, Cause};
+use crate::signal;
+use crate::syscall::{self, SyscallRecord};
+use crate::track::{self, Tracking};
+use unicorn_engine::uc_error;
+
+/// Where [`Emulator::run`] stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RunLimit {
+    /// Stop before executing instruction number `n`, i.e. when [`Emulator::icount`] is `n`.
+    pub until_icount: Option<u64>,
+    /// Stop after each serviced system call.
+    pub after_syscall: bool,
+}
+
+impl RunLimit {
+    /// Run until the process ends.
+    pub fn to_exit() -> Self {
+        RunLimit::default()
+    }
+
+    /// Run until the instruction count reaches `icount`.
+    pub fn icount(icount: u64) -> Self {
+        RunLimit { until_icount: Some(icount), after_syscall: false }
+    }
+
+    /// Also stop after each system call.
+    pub fn and_syscalls(self) -> Self {
+        RunLimit { after_syscall: true, ..self }
+    }
+}
+
+/// Why [`Emulator::run`] returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stop {
+    /// The instruction count reached the limit.
+    Limit,
+    /// A system call was serviced (only with [`RunLimit::after_syscall`]).
+    Syscall(SyscallRecord),
+    /// The process has ended.
+    Exit(Exit),
+}
+
+impl Emulator {
+    // ---- running -------------------------------------------------------------
+
+    /// Runs until `limit`, the end of the process, or (if asked) a syscall.
+    ///
+    /// Runs are deterministic: the same program, configuration and sequence of
+    /// limits give the same stops, registers and instruction counts.
+    ///
+    /// Instruction-count limits need [`Tracking::Blocks`] or more.
+    pub fn run(&mut self, limit: RunLimit) -> Result<Stop, Error> {
+        if limit.until_icount.is_some() && self.tracking() == Tracking::Off {
+            return Err(Error::Setup {
+                file: self.image.file.clone(),
+                problem: "instruction-count limits need instruction tracking".into(),
+            });
+        }
+        let stop_at = limit.until_icount.unwrap_or(u64::MAX);
+        loop {
+            if let Some(exit) = self.exit {
+                return Ok(Stop::Exit(exit));
+            }
+            if self.icount() >= stop_at {
+                return Ok(Stop::Limit);
+            }
+            if self.deliver_pending_signals()? {
+                continue;
+            }
+            let shared = self.uc.get_data_mut();
+            shared.tracker.stop_at = stop_at;
+            shared.trap = None;
+            // A stop inside a block: run that block alone up to the stop (see `track`).
+            let cut = shared.tracker.cut.take();
+            let pc = self.reg(self.info().pc)?;
+            // Only translations covering the block's first instruction are
+            // dropped: the cut run must not find one; those starting later in
+            // the block (where earlier stops resumed) stay valid.
+            let until = match cut {
+                Some(cut) => {
+                    self.uc
+                        .ctl_remove_cache(cut.start, cut.start.saturating_add(1))
+                        .map_err(self.engine_error("drop a translation"))?;
+                    cut.at
+                }
+                // Unicorn always has an exit address; 0 is never code.
+                None => 0,
+            };
+            let result = self.uc.emu_start(pc, until, 0, 0);
+            track::finish_run(&mut self.uc);
+            if let Some(cut) = cut {
+                // The translation that ends at the exit address must not be reused.
+                self.uc
+                    .ctl_remove_cache(cut.start, cut.start.saturating_add(1))
+                    .map_err(self.engine_error("drop a translation"))?;
+            }
+            self.report_undecodable();
+            let shared = self.uc.get_data_mut();
+            let trap = shared.trap.take();
+            if let Some(err) = shared.hook_error.take() {
+                return Err(self.engine_error("handle a trap")(err));
+            }
+            if let (Some(cut), None, Ok(())) = (cut, trap, result) {
+                if self.icount() != stop_at {
+                    return Err(Error::Setup {
+                        file: self.image.file.clone(),
+                        problem: format!(
+                            "the engine did not stop at instruction {stop_at} (at {:#x}) but after {}",
+                            cut.at,
+                            self.icount()
+                        ),
+                    });
+                }
+                continue;
+            }
+            match (trap, result) {
+                (Some(Trap::Syscall(nr)), _) => {
+                    let record = syscall::dispatch(self, nr)?;
+                    if limit.after_syscall {
+                        return Ok(Stop::Syscall(record));
+                    }
+                }
+                (Some(Trap::Interrupt(intno)), _) => {
+                    let sig = self.machine.interrupt_signal(intno);
+                    let code = match sig {
+                        signal::SIGTRAP => si_code::TRAP_BRKPT,
+                        signal::SIGFPE => si_code::FPE_INTDIV,
+                        signal::SIGSEGV => si_code::SEGV_MAPERR,
+                        _ => si_code::ILL_ILLOPC,
+                    };
+                    let pc = self.reg(self.info().pc)?;
+                    self.raise_synchronous(sig, Cause::Fault(code, pc))?;
+                }
+                (None, Ok(())) => {
+                    let cut_pending = self.tracker().cut.is_some();
+                    if self.icount() < stop_at && !cut_pending {
+                        // The engine stopped without a reason: the guest jumped to
+                        // address 0, which Unicorn treats as the end of the run.
+                        let pc = self.reg(self.info().pc)?;
+                        self.pages_mut().record_fault(Some(MemFault::Unmapped { addr: pc }));
+                        self.raise_synchronous(signal::SIGSEGV, Cause::Fault(si_code::SEGV_MAPERR, pc))?;
+                    }
+                }
+                (None, Err(uc_error::INSN_INVALID)) => {
+                    let pc = self.reg(self.info().pc)?;
+                    self.raise_synchronous(signal::SIGILL, Cause::Fault(si_code::ILL_ILLOPC, pc))?;
+                }
+                (
+                    None,
+                    Err(
+                        uc_error::EXCEPTION
+                        | uc_error::READ_UNMAPPED
+                        | uc_error::WRITE_UNMAPPED
+                        | uc_error::FETCH_UNMAPPED
+                        | uc_error::READ_PROT
+                        | uc_error::WRITE_PROT
+                        | uc_error::FETCH_PROT
+                        | uc_error::READ_UNALIGNED
+                        | uc_error::WRITE_UNALIGNED
+                        | uc_error::FETCH_UNALIGNED,
+                    ),
+                ) => {
+                    let cause = match self.pages().last_fault() {
+                        Some(MemFault::Protection { addr, .. }) => Cause::Fault(si_code::SEGV_ACCERR, addr),
+                        Some(fault) => Cause::Fault(si_code::SEGV_MAPERR, fault.addr()),
+                        None => Cause::Fault(si_code::SEGV_MAPERR, 0),
+                    };
+                    self.raise_synchronous(signal::SIGSEGV, cause)?;
+                }
+                (None, Err(err)) => return Err(self.engine_error("run the guest")(err)),
+            }
+        }
+    }
+
+    /// Runs the process to its end.
+    pub fn run_to_exit(&mut self) -> Result<Exit, Error> {
+        match self.run(RunLimit::to_exit())? {
+            Stop::Exit(exit) => Ok(exit),
+            // Neither a limit nor syscall stops were asked for.
+            Stop::Limit | Stop::Syscall(_) => unreachable!("run without limits stopped early"),
+        }
+    }
+
+    /// A fault or trap raised `sig` for the current instruction: its handler
+    /// runs if it has one and it is not blocked; otherwise the process dies
+    /// (Linux's `force_sig`).
+    fn raise_synchronous(&mut self, sig: u32, cause: Cause) -> Result<(), Error> {
+        let handler = self.signals.actions[sig as usize].handler;
+        let blocked = self.signals.blocked & crate::process::sig_bit(sig) != 0;
+        if handler == crate::process::SIG_DFL || handler == crate::process::SIG_IGN || blocked {
+            return self.terminate(sig);
+        }
+        sigframe::deliver(self, sig, cause)
+    }
+
+    /// Makes signal `sig` pending, as `kill()` from another process would;
+    /// it is delivered when the guest next runs (if not blocked).
+    pub fn send_signal(&mut self, sig: u32) -> Result<(), Error> {
+        if !(1..=64).contains(&sig) {
+            return Err(Error::Setup { file: self.image.file.clone(), problem: format!("no signal {sig}") });
+        }
+        self.signals.pending |= crate::process::sig_bit(sig);
+        Ok(())
+    }
+
+    /// Delivers the lowest pending, unblocked signal; `true` if the guest's
+    /// state changed (a handler was entered or the process ended).
+    fn deliver_pending_signals(&mut self) -> Result<bool, Error> {
+        let ready = self.signals.pending & !self.signals.blocked;
+        if ready == 0 {
+            return Ok(false);
+        }
+        let sig = ready.trailing_zeros() + 1;
+        self.signals.pending &= !crate::process::sig_bit(sig);
+        let code = self.signals.sent_code[sig as usize];
+        match self.signals.actions[sig as usize].handler {
+            crate::process::SIG_IGN => Ok(false),
+            crate::process::SIG_DFL => match signal::default_action(sig) {
+                signal::DefaultAction::Terminate => {
+                    self.terminate(sig)?;
+                    Ok(true)
+                }
+                signal::DefaultAction::Ignore | signal::DefaultAction::StopOrContinue => Ok(false),
+            },
+            _ => {
+                sigframe::deliver(self, sig, Cause::Sent(code))?;
+                Ok(true)
+            }
+        }
+    }
+
+    /// Turns blocks the decoder could not read into warnings (their
+    /// instruction count may be off).
+    fn report_undecodable(&mut self) {
+        let tracker = &mut self.uc.get_data_mut().tracker;
+        if tracker.undecodable.is_empty() {
+            return;
+        }
+        for addr in std::mem::take(&mut tracker.undecodable) {
+            self.warn(format!("cannot decode all the code at {addr:#x}; it counts as one instruction"));
+        }
+    }
+}

@@ -1,0 +1,48 @@
+//! What a system-call handler returns: a value, an exit, restored
+//! registers, or an errno, and the shorthands handlers use.
+
+use super::errno;
+use crate::error::Error;
+use crate::memory::MemFault;
+
+/// What a handler did.
+pub(crate) enum Outcome {
+    /// Put this in the result register.
+    Return(u64),
+    /// The process exits with this status.
+    Exit(i32),
+    /// Registers were replaced wholesale (`rt_sigreturn`); leave them.
+    Resume,
+}
+
+/// Why a handler failed.
+pub(crate) enum SysError {
+    /// The guest gets `-errno`.
+    Errno(i64),
+    /// The emulator itself failed.
+    Host(Error),
+}
+
+impl From<MemFault> for SysError {
+    fn from(_: MemFault) -> Self {
+        SysError::Errno(errno::EFAULT)
+    }
+}
+
+impl From<Error> for SysError {
+    fn from(err: Error) -> Self {
+        SysError::Host(err)
+    }
+}
+
+pub(crate) type SysResult = Result<Outcome, SysError>;
+
+/// Shorthand for a failing handler.
+pub(crate) fn fail(errno: i64) -> SysResult {
+    Err(SysError::Errno(errno))
+}
+
+/// Shorthand for a successful handler.
+pub(crate) fn ok(value: u64) -> SysResult {
+    Ok(Outcome::Return(value))
+}
