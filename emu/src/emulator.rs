@@ -13,12 +13,10 @@ use crate::shadow::ShadowStack;
 use crate::sigframe::{self, si_code, Cause};
 use crate::signal;
 use crate::stack::{self, at, StackSpec};
-use crate::syscall::Fd;
 use crate::syscall::{self, SyscallRecord};
 use crate::track::{self, Tracker, Tracking};
 use kmodel::memory::Access;
 use std::collections::BTreeMap;
-use std::rc::Rc;
 use unicorn_engine::{uc_error, Prot};
 
 /// How a program is started and what it is connected to.
@@ -45,8 +43,19 @@ pub struct Config {
     /// path arguments pointed to (read without faulting anything in), for
     /// traces.
     pub record_syscalls: bool,
-    /// Read-only files the guest can open, by path.
+    /// Files added to the guest's file system (its overlay) with these
+    /// contents, by path (relative ones from [`Config::cwd`]).
     pub files: BTreeMap<Vec<u8>, Vec<u8>>,
+    /// The host directory the guest sees as `/`, read-only (`None`, the
+    /// default: no host files at all, so runs do not depend on the machine;
+    /// `unwindlab exec` uses `/`).
+    pub root: Option<std::path::PathBuf>,
+    /// Searched before the root, like qemu-user's `-L`. `None`: the
+    /// architecture's Debian cross sysroot when there is a root
+    /// ([`crate::fs::default_prefix`]); an empty path: none.
+    pub prefix: Option<std::path::PathBuf>,
+    /// The guest's working directory, absolute (default `/`).
+    pub cwd: Option<Vec<u8>>,
     /// How closely execution is followed: instruction count, exact stops and
     /// ground truth need at least [`Tracking::Blocks`] (the default).
     pub tracking: Tracking,
@@ -65,6 +74,9 @@ impl Default for Config {
             exe_path: None,
             record_syscalls: false,
             files: BTreeMap::new(),
+            root: None,
+            prefix: None,
+            cwd: None,
             tracking: Tracking::default(),
         }
     }
@@ -142,6 +154,8 @@ pub enum Event {
     UnknownSyscall {
         /// Its number.
         nr: u64,
+        /// Its name, when it is a call the emulator knows of but does not implement.
+        name: Option<&'static str>,
         /// Instruction count at the call.
         icount: u64,
         /// PC after the call instruction.
@@ -193,15 +207,16 @@ pub struct Emulator {
     pub(crate) clock: Clock,
     pub(crate) rng: Rng,
     pub(crate) signals: Signals,
-    pub(crate) exe_path: Vec<u8>,
     pub(crate) events: Vec<Event>,
     pub(crate) record_syscalls: bool,
     /// Syscall number → row of the syscall table, for this architecture.
     pub(crate) syscalls: Vec<Option<u16>>,
     /// Open file descriptors.
-    pub(crate) fds: BTreeMap<u64, Fd>,
-    /// Files the guest may open.
-    pub(crate) provided: BTreeMap<Vec<u8>, Rc<[u8]>>,
+    pub(crate) fds: crate::fs::FdTable,
+    /// The file system the guest sees.
+    pub(crate) fs: crate::fs::Vfs,
+    /// Unknown syscall numbers already reported (each is reported once).
+    pub(crate) unknown_reported: std::collections::BTreeSet<u64>,
     /// The alternate signal stack `(base, size)`, if one is set.
     pub(crate) altstack: Option<(u64, u64)>,
     /// Address of the page with the sigreturn trampolines.
@@ -251,12 +266,16 @@ impl Emulator {
             clock: Clock { ns_per_insn: config.ns_per_insn, slept_ns: 0 },
             rng: Rng::new(config.seed),
             signals: Signals::default(),
-            exe_path: config.exe_path.clone().unwrap_or_else(|| default_exe_path(file)),
             events: Vec::new(),
             record_syscalls: config.record_syscalls,
             syscalls: syscall::number_map(machine.info().arch),
-            fds: BTreeMap::from([(0, Fd::Stdin), (1, Fd::Stdout), (2, Fd::Stderr)]),
-            provided: config.files.iter().map(|(path, data)| (path.clone(), Rc::from(data.as_slice()))).collect(),
+            fds: crate::fs::FdTable::stdio(),
+            fs: crate::fs::Vfs::from_config(
+                &config,
+                machine.info().arch,
+                config.exe_path.clone().unwrap_or_else(|| default_exe_path(file)),
+            ),
+            unknown_reported: std::collections::BTreeSet::new(),
             altstack: None,
             trampoline: 0,
         };

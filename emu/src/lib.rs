@@ -65,6 +65,7 @@ mod emulator;
 pub mod engine;
 mod error;
 pub mod flow;
+pub mod fs;
 pub mod host;
 pub mod layout;
 pub mod memory;
