@@ -370,3 +370,12 @@ impl Vfs {
 pub(crate) fn dtype(mode: u32) -> u8 {
     ((mode & S_IFMT) >> 12) as u8
 }
+
+impl crate::Emulator {
+    /// Every host file the guest has read, by guest path, with the FNV-1a
+    /// digest ([`fnv1a`]) of what it read: inputs from the machine that a
+    /// replay elsewhere may not share.
+    pub fn host_inputs(&self) -> Vec<(Vec<u8>, u64)> {
+        self.fs.digests.iter().map(|(p, d)| (p.clone(), *d)).collect()
+    }
+}
