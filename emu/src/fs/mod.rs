@@ -49,6 +49,9 @@ pub(crate) const S_IFIFO: u32 = 0o010_000;
 const HOST_FILE_MAX: u64 = 256 << 20;
 /// Most bytes the overlay holds (file contents and symlink targets); past it, `ENOSPC`.
 pub(crate) const OVERLAY_MAX: u64 = 256 << 20;
+/// What each new overlay node costs besides its name and contents, so that
+/// millions of empty files also run into the limit.
+pub(crate) const NODE_COST: u64 = 256;
 /// The device number overlay and synthetic files report.
 pub(crate) const OVERLAY_DEV: u64 = 0x2c;
 
@@ -115,8 +118,10 @@ pub(crate) struct Vfs {
     pub(crate) cwd: Vec<u8>,
     /// The file-creation mask.
     pub(crate) umask: u32,
-    /// Bytes the overlay holds.
+    /// Bytes the overlay holds (contents, link targets, and a fixed cost per node).
     pub(crate) used: u64,
+    /// Most bytes it may hold ([`OVERLAY_MAX`] unless changed).
+    pub(crate) limit: u64,
     /// The next inode number for a new overlay file.
     next_ino: u64,
     /// FNV-1a digest of every host file the guest read, by guest path.
@@ -154,6 +159,7 @@ impl Vfs {
             cwd,
             umask: 0o022,
             used: 0,
+            limit: OVERLAY_MAX,
             next_ino: 1 << 32,
             digests: BTreeMap::new(),
             exe,
@@ -175,6 +181,22 @@ impl Vfs {
             fs.add_file(path, data, crate::process::REALTIME_EPOCH_NS);
         }
         fs
+    }
+
+    /// Charges `bytes` to the overlay, or fails with `ENOSPC` past its limit.
+    pub(crate) fn charge(&mut self, bytes: u64) -> Result<(), i64> {
+        match self.used.checked_add(bytes).filter(|&used| used <= self.limit) {
+            Some(used) => {
+                self.used = used;
+                Ok(())
+            }
+            None => Err(crate::syscall::errno::ENOSPC),
+        }
+    }
+
+    /// Gives `bytes` back to the overlay.
+    pub(crate) fn release(&mut self, bytes: u64) {
+        self.used = self.used.saturating_sub(bytes);
     }
 
     /// A fresh inode number for an overlay file.
@@ -379,3 +401,6 @@ impl crate::Emulator {
         self.fs.digests.iter().map(|(p, d)| (p.clone(), *d)).collect()
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -4,15 +4,15 @@
 
 use super::abi::{AT_EMPTY_PATH, AT_FDCWD, AT_REMOVEDIR, AT_SYMLINK_NOFOLLOW, O_ACCMODE, O_CREAT, O_RDONLY, O_TMPFILE};
 use super::errno::{
-    EACCES, EBADF, EBUSY, EEXIST, EINVAL, EISDIR, ELOOP, EMFILE, ENAMETOOLONG, ENOENT, ENOSPC, ENOTDIR, ENOTEMPTY,
-    EOPNOTSUPP, ERANGE, EXDEV,
+    EACCES, EBADF, EBUSY, EEXIST, EINVAL, EISDIR, ELOOP, EMFILE, ENAMETOOLONG, ENOENT, ENOTDIR, ENOTEMPTY, EOPNOTSUPP,
+    ERANGE, EXDEV,
 };
 use super::{fail, ok, SysError, SysResult, GID, UID};
 use crate::arch::StatField;
 use crate::bytes::GuestStruct;
 use crate::emulator::Emulator;
 use crate::fs::{
-    parent, Desc, Entry, FileKind, Kind, Meta, Node, OpenFile, OverlayFile, Resolved, Source, Stat, Synth, OVERLAY_MAX,
+    parent, Desc, Entry, FileKind, Kind, Meta, Node, OpenFile, OverlayFile, Resolved, Source, Stat, Synth, NODE_COST,
     S_IFIFO,
 };
 use std::cell::RefCell;
@@ -107,11 +107,12 @@ fn remove_path(emu: &mut Emulator, abs: &[u8]) {
 
 /// Charges `bytes` to the overlay, or `ENOSPC`.
 fn charge(emu: &mut Emulator, bytes: u64) -> Result<(), SysError> {
-    if emu.fs.used.saturating_add(bytes) > OVERLAY_MAX {
-        return Err(errno(ENOSPC));
-    }
-    emu.fs.used += bytes;
-    Ok(())
+    emu.fs.charge(bytes).map_err(errno)
+}
+
+/// Charges a new node at `abs`.
+fn charge_node(emu: &mut Emulator, abs: &[u8]) -> Result<(), SysError> {
+    charge(emu, NODE_COST + abs.len() as u64)
 }
 
 /// The overlay file at `abs`, copying a host file up first.
@@ -128,7 +129,7 @@ fn copy_up(
         },
         Source::Host(host, meta) => {
             let data = if keep_data { emu.fs.read_host(abs, host).map_err(errno)?.to_vec() } else { Vec::new() };
-            charge(emu, data.len() as u64)?;
+            charge(emu, NODE_COST + (abs.len() + data.len()) as u64)?;
             use std::os::unix::fs::MetadataExt as _;
             let meta = Meta { mode: meta.mode() & 0o7777, ino: meta.ino(), mtime_ns: now_ns(emu) };
             let file = Rc::new(RefCell::new(OverlayFile { data, meta }));
@@ -221,7 +222,7 @@ fn open_path(emu: &mut Emulator, dirfd: u64, path_addr: u64, flags: u64, mode: u
                     let file = copy_up(emu, &r.path, entry, !truncate)?;
                     if truncate && acc != O_RDONLY {
                         let mut f = file.borrow_mut();
-                        emu.fs.used = emu.fs.used.saturating_sub(f.data.len() as u64);
+                        emu.fs.release(f.data.len() as u64);
                         f.data.clear();
                         f.meta.mtime_ns = now_ns(emu);
                     }
@@ -412,7 +413,7 @@ pub(super) fn getdents64(emu: &mut Emulator, [fd, buf, count, ..]: [u64; 6]) -> 
     let mut names = vec![(b".".to_vec(), st.ino, 4u8), (b"..".to_vec(), parent_ino, 4u8)];
     names.extend(emu.fs.list(&path, &emu.fds));
     let count = count.min(super::io::READ_CHUNK) as usize;
-    let mut out = GuestStruct::new(emu.endian(), 0).into_bytes();
+    let mut out = Vec::new();
     let mut next = pos;
     for (i, (name, ino, dtype)) in names.iter().enumerate().skip(pos.min(names.len() as u64) as usize) {
         let reclen = (19 + name.len() + 1).next_multiple_of(8);
@@ -496,6 +497,7 @@ fn mkdir_common(emu: &mut Emulator, dirfd: u64, path: u64, mode: u64) -> SysResu
         return fail(EEXIST);
     }
     check_creatable(&r.path)?;
+    charge_node(emu, &r.path)?;
     // Replacing a removed host directory: its old entries must stay hidden.
     let opaque = matches!(emu.fs.nodes.get(&r.path), Some(Node::Whiteout));
     let meta = Meta { mode: (mode as u32) & 0o7777 & !emu.fs.umask, ino: emu.fs.new_ino(), mtime_ns: now_ns(emu) };
@@ -649,7 +651,7 @@ fn symlink_common(emu: &mut Emulator, target: u64, dirfd: u64, path: u64) -> Sys
         return fail(EEXIST);
     }
     check_creatable(&r.path)?;
-    charge(emu, target.len() as u64)?;
+    charge(emu, NODE_COST + (r.path.len() + target.len()) as u64)?;
     let meta = Meta { mode: 0o777, ino: emu.fs.new_ino(), mtime_ns: now_ns(emu) };
     emu.fs.nodes.insert(r.path, Node::Symlink(meta, target));
     ok(0)
@@ -672,7 +674,7 @@ fn set_len(emu: &mut Emulator, file: &Rc<RefCell<OverlayFile>>, len: u64) -> Sys
     if len > old {
         charge(emu, len - old)?;
     } else {
-        emu.fs.used = emu.fs.used.saturating_sub(old - len);
+        emu.fs.release(old - len);
     }
     let now = now_ns(emu);
     let mut f = file.borrow_mut();

@@ -6,10 +6,10 @@ use super::abi::{
     F_DUPFD, F_DUPFD_CLOEXEC, F_GETFD, F_GETFL, F_SETFD, F_SETFL, O_ACCMODE, O_RDONLY, O_WRONLY, SEEK_CUR, SEEK_END,
     SEEK_SET,
 };
-use super::errno::{EBADF, EINVAL, EISDIR, ENOSPC, ENOTTY, ESPIPE};
+use super::errno::{EBADF, EINVAL, EISDIR, ENOTTY, ESPIPE};
 use super::{fail, ok, SysError, SysResult};
 use crate::emulator::Emulator;
-use crate::fs::{Desc, FileKind, OpenFile, OVERLAY_MAX};
+use crate::fs::{Desc, FileKind, OpenFile};
 use crate::memory::AccessKind;
 use kmodel::memory::Access;
 use std::cell::RefCell;
@@ -83,10 +83,7 @@ fn output(emu: &mut Emulator, file: &Rc<RefCell<OpenFile>>, data: &[u8], at: Opt
             let pos = if f.flags & O_APPEND != 0 { o.data.len() as u64 } else { at.unwrap_or(f.pos) };
             let end = pos.checked_add(data.len() as u64).ok_or(SysError::Errno(EINVAL))?;
             let growth = end.saturating_sub(o.data.len() as u64);
-            if emu.fs.used.saturating_add(growth) > OVERLAY_MAX {
-                return Err(SysError::Errno(ENOSPC));
-            }
-            emu.fs.used += growth;
+            emu.fs.charge(growth).map_err(SysError::Errno)?;
             if growth > 0 {
                 o.data.resize(end as usize, 0);
             }

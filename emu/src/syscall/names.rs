@@ -109,6 +109,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn names_by_architecture() {
+        assert_eq!(unimplemented(Arch::X86_64, 293), Some("pipe2"));
+        assert_eq!(unimplemented(Arch::Aarch64, 59), Some("pipe2"));
+        assert_eq!(unimplemented(Arch::S390x, 2), Some("fork"));
+        assert_eq!(unimplemented(Arch::Aarch64, u64::from(NO)), None);
+    }
+
+    #[test]
     fn no_implemented_call_is_listed_as_unimplemented() {
         for arch in Arch::ALL {
             for (name, nrs) in UNIMPLEMENTED {
