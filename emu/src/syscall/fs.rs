@@ -530,7 +530,7 @@ fn unlink_common(emu: &mut Emulator, dirfd: u64, path: u64, flags: u64) -> SysRe
     match (rmdir, &entry.kind) {
         (false, Kind::Dir) => return fail(EISDIR),
         (true, Kind::Dir) => {
-            if r.path == b"/" || r.path == emu.fs.cwd {
+            if r.path == b"/" {
                 return fail(EBUSY);
             }
             if !emu.fs.list(&r.path, &emu.fds).is_empty() {
@@ -561,9 +561,20 @@ fn rename_common(emu: &mut Emulator, olddir: u64, old: u64, newdir: u64, new: u6
         // RENAME_EXCHANGE and RENAME_WHITEOUT are not modelled.
         return fail(EINVAL);
     }
-    let from = lookup_arg(emu, olddir, old, false)?;
-    let to = lookup_arg(emu, newdir, new, false)?;
+    let old = read_path(emu, old)?;
+    let new = read_path(emu, new)?;
+    let from = resolve(emu, olddir, &old, false)?;
+    let to = resolve(emu, newdir, &new, false)?;
+    // Linux renames only normal names: `.` or `..` last is busy.
+    let dotted = |p: &[u8]| matches!(p.rsplit(|&b| b == b'/').find(|c| !c.is_empty()), Some(b"." | b".."));
+    if dotted(&old) || dotted(&new) {
+        return fail(EBUSY);
+    }
     let Some(src) = from.entry else { return fail(ENOENT) };
+    // A trailing slash on either name says "directory".
+    if (from.trailing_slash || to.trailing_slash) && src.kind != Kind::Dir {
+        return fail(ENOTDIR);
+    }
     if matches!(src.source, Source::Synth(_)) || to.entry.as_ref().is_some_and(|e| matches!(e.source, Source::Synth(_)))
     {
         return fail(EACCES);

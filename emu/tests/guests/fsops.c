@@ -30,6 +30,7 @@ static const char *err(int e)
 	case ELOOP: return "ELOOP";
 	case EBADF: return "EBADF";
 	case EINVAL: return "EINVAL";
+	case EBUSY: return "EBUSY";
 	default: return "other";
 	}
 }
@@ -190,6 +191,29 @@ int main(int argc, char **argv)
 	TRY("chdir ..", chdir(".."));
 	printf("back at start: %d\n", !strcmp(getcwd(cwd, sizeof cwd), start));
 	list(".");
+
+	/* More error paths. */
+	TRY("rename file to dir/", rename("target.txt", "nd/"));
+	TRY("O_DIRECTORY on a file", open("target.txt", O_RDONLY | O_DIRECTORY));
+	TRY("O_NOFOLLOW on a link", open("lnk", O_RDONLY | O_NOFOLLOW));
+	TRY("mkdir in a missing dir", mkdir("no/such", 0755));
+	TRY("rmdir a file", rmdir("target.txt"));
+	int ro = open("target.txt", O_RDONLY);
+	TRY("ftruncate read-only", ftruncate(ro, 0));
+	TRY("write read-only", write(ro, "x", 1));
+	TRY("seek end", lseek(ro, 0, SEEK_END));
+	char small[8] = { 0 };
+	TRY("pread", pread(ro, small, 3, 4));
+	printf("pread got %s\n", small);
+	TRY("rename dir over non-empty", rename("hostdir", "."));
+	TRY("mkdir x", mkdir("x", 0755));
+	TRY("mkdir x/y", mkdir("x/y", 0755));
+	TRY("rename dir into itself", rename("x", "x/y/z"));
+	TRY("rename dir", rename("x", "x2"));
+	list("x2");
+	TRY("rmdir x2/y", rmdir("x2/y"));
+	TRY("rmdir x2/", rmdir("x2/"));
+	close(ro);
 
 	/* Descriptors. */
 	int a = fcntl(fd, F_DUPFD_CLOEXEC, 100);
