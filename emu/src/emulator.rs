@@ -9,14 +9,12 @@ use crate::elf::{Image, Located};
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::memory::{page_down, AccessKind, Area, MemFault, PageStats, PageTable, Perms};
-use crate::process::{Clock, Fd, Input, Output, Rng, Signals};
+use crate::process::{Clock, Input, Output, Rng, Signals};
 use crate::shadow::ShadowStack;
 use crate::signal;
 use crate::syscall::record::SyscallRecord;
 use crate::track::{Tracker, Tracking};
 use kmodel::memory::Access;
-use std::collections::BTreeMap;
-use std::rc::Rc;
 use unicorn_engine::{uc_error, Prot};
 
 /// How a guest process ended.
@@ -58,6 +56,8 @@ pub enum Event {
         icount: u64,
         /// PC after the call instruction.
         pc: u64,
+        /// Its name, when it is a call the emulator knows of but does not implement.
+        name: Option<&'static str>,
     },
     /// A request the emulator only partly honours (named in the message).
     Warning {
@@ -105,15 +105,16 @@ pub struct Emulator {
     pub(crate) clock: Clock,
     pub(crate) rng: Rng,
     pub(crate) signals: Signals,
-    pub(crate) exe_path: Vec<u8>,
     pub(crate) events: Vec<Event>,
     pub(crate) record_syscalls: bool,
     /// Syscall number → row of the syscall table, for this architecture.
     pub(crate) syscalls: Vec<Option<u16>>,
     /// Open file descriptors.
-    pub(crate) fds: BTreeMap<u64, Fd>,
-    /// Files the guest may open.
-    pub(crate) provided: BTreeMap<Vec<u8>, Rc<[u8]>>,
+    pub(crate) fds: crate::fs::FdTable,
+    /// The file system the guest sees.
+    pub(crate) fs: crate::fs::Vfs,
+    /// Unknown syscall numbers already reported (each is reported once).
+    pub(crate) unknown_reported: std::collections::BTreeSet<u64>,
     /// The alternate signal stack `(base, size)`, if one is set.
     pub(crate) altstack: Option<(u64, u64)>,
     /// Address of the page with the sigreturn trampolines.

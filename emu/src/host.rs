@@ -1,6 +1,7 @@
 //! Running a program the way `qemu-user` does (`unwindlab exec`): with the
-//! host's environment and standard streams, and `/proc/self/exe` naming the
-//! file itself.
+//! host's environment and standard streams, the host's files (read-only,
+//! writes kept in memory) from its working directory, and `/proc/self/exe`
+//! naming the file itself.
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt as _;
@@ -22,6 +23,8 @@ pub fn config(elf: &OsStr, args: &[OsString], record_syscalls: bool) -> Config {
         // Like the kernel, /proc/self/exe names the file itself, not the path used.
         exe_path: std::fs::canonicalize(elf).map(|p| p.as_os_str().as_bytes().to_vec()).ok(),
         record_syscalls,
+        root: Some(std::path::PathBuf::from("/")),
+        cwd: std::env::current_dir().ok().map(|d| d.as_os_str().as_bytes().to_vec()),
         ..Config::default()
     }
 }
@@ -30,8 +33,15 @@ pub fn config(elf: &OsStr, args: &[OsString], record_syscalls: bool) -> Config {
 /// `trace`, system calls are recorded and every event (calls and warnings)
 /// is passed to it as it happens: the run stops after each call, so its
 /// line comes before anything the guest writes next.
-pub fn run(elf: &OsStr, args: &[OsString], mut trace: Option<&mut dyn FnMut(&Event)>) -> Result<Exit, Error> {
-    let mut emu = Emulator::load(elf, config(elf, args, trace.is_some()))?;
+pub fn run(elf: &OsStr, args: &[OsString], trace: Option<&mut dyn FnMut(&Event)>) -> Result<Exit, Error> {
+    let config = config(elf, args, trace.is_some());
+    run_config(elf, config, trace)
+}
+
+/// Like [`run`], with `config` (from [`config`], changed as the caller
+/// wants: another root or library prefix).
+pub fn run_config(elf: &OsStr, config: Config, mut trace: Option<&mut dyn FnMut(&Event)>) -> Result<Exit, Error> {
+    let mut emu = Emulator::load(elf, config)?;
     let limit = if trace.is_some() { RunLimit::to_exit().and_syscalls() } else { RunLimit::to_exit() };
     loop {
         let stop = emu.run(limit);

@@ -75,6 +75,7 @@ mod emulator;
 pub mod engine;
 mod error;
 pub mod flow;
+pub mod fs;
 mod hooks;
 pub mod host;
 pub mod layout;

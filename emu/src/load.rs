@@ -9,13 +9,12 @@ use crate::error::Error;
 use crate::hooks;
 use crate::layout;
 use crate::memory::{page_down, page_up, Area, AreaKind, Perms};
-use crate::process::{Clock, Fd, Input, Output, Rng, Signals, Stdin, GID, UID};
+use crate::process::{Clock, Input, Output, Rng, Signals, Stdin, GID, UID};
 use crate::sigframe;
 use crate::stack::{self, at, StackSpec};
 use crate::syscall;
 use crate::track::{Tracker, Tracking};
 use std::collections::BTreeMap;
-use std::rc::Rc;
 
 /// How a program is started and what it is connected to.
 #[derive(Debug, Clone)]
@@ -41,8 +40,19 @@ pub struct Config {
     /// path arguments pointed to (read without faulting anything in), for
     /// traces.
     pub record_syscalls: bool,
-    /// Read-only files the guest can open, by path.
+    /// Files added to the guest's file system (its overlay) with these
+    /// contents, by path (relative ones from [`Config::cwd`]).
     pub files: BTreeMap<Vec<u8>, Vec<u8>>,
+    /// The host directory the guest sees as `/`, read-only (`None`, the
+    /// default: no host files at all, so runs do not depend on the machine;
+    /// `unwindlab exec` uses `/`).
+    pub root: Option<std::path::PathBuf>,
+    /// Searched before the root, like qemu-user's `-L`. `None`: the
+    /// architecture's Debian cross sysroot when there is a root
+    /// ([`crate::fs::default_prefix`]); an empty path: none.
+    pub prefix: Option<std::path::PathBuf>,
+    /// The guest's working directory, absolute (default `/`).
+    pub cwd: Option<Vec<u8>>,
     /// How closely execution is followed: instruction count, exact stops and
     /// ground truth need at least [`Tracking::Blocks`] (the default).
     pub tracking: Tracking,
@@ -61,6 +71,9 @@ impl Default for Config {
             exe_path: None,
             record_syscalls: false,
             files: BTreeMap::new(),
+            root: None,
+            prefix: None,
+            cwd: None,
             tracking: Tracking::default(),
         }
     }
@@ -98,12 +111,16 @@ impl Emulator {
             clock: Clock { ns_per_insn: config.ns_per_insn, slept_ns: 0 },
             rng: Rng::new(config.seed),
             signals: Signals::default(),
-            exe_path: config.exe_path.clone().unwrap_or_else(|| default_exe_path(file)),
             events: Vec::new(),
             record_syscalls: config.record_syscalls,
             syscalls: syscall::number_map(machine.info().arch),
-            fds: BTreeMap::from([(0, Fd::Stdin), (1, Fd::Stdout), (2, Fd::Stderr)]),
-            provided: config.files.iter().map(|(path, data)| (path.clone(), Rc::from(data.as_slice()))).collect(),
+            fds: crate::fs::FdTable::stdio(),
+            fs: crate::fs::Vfs::from_config(
+                &config,
+                machine.info().arch,
+                config.exe_path.clone().unwrap_or_else(|| default_exe_path(file)),
+            ),
+            unknown_reported: std::collections::BTreeSet::new(),
             altstack: None,
             trampoline: 0,
         };

@@ -4,7 +4,6 @@
 
 use crate::signal::{NSIG, SIGKILL, SIGSTOP};
 use std::io::{Read as _, Write as _};
-use std::rc::Rc;
 
 /// The user ID the guest runs as.
 pub(crate) const UID: u64 = 1000;
@@ -84,24 +83,6 @@ impl Input {
             Stdin::Empty => Vec::new(),
         }
     }
-}
-
-/// An open file descriptor.
-#[derive(Debug, Clone)]
-pub(crate) enum Fd {
-    /// Standard input.
-    Stdin,
-    /// Standard output.
-    Stdout,
-    /// Standard error.
-    Stderr,
-    /// A provided read-only file and the read position.
-    File {
-        /// Its contents.
-        data: Rc<[u8]>,
-        /// The position for `read`.
-        pos: u64,
-    },
 }
 
 /// Time as the guest sees it: a function of the instruction count and of

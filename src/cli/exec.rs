@@ -11,6 +11,14 @@ pub(crate) struct ExecArgs {
     /// Print one line per system call (and every emulator warning) to stderr.
     #[arg(long)]
     trace_syscalls: bool,
+    /// The host directory the program sees as `/` (read-only; its writes
+    /// stay in memory).
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    root: std::path::PathBuf,
+    /// Searched before the root, like qemu-user's `-L` (default: Debian's
+    /// cross sysroot for AArch64 and s390x programs, none for x86-64).
+    #[arg(long, value_name = "DIR")]
+    prefix: Option<std::path::PathBuf>,
     /// A static (or static-PIE) ELF executable for x86-64, AArch64 or s390x.
     elf: OsString,
     /// Arguments for the program; everything after ELF is passed on, options included.
@@ -24,7 +32,10 @@ pub(crate) fn run(args: ExecArgs) -> i32 {
     let name = std::path::Path::new(&args.elf).display().to_string();
     let mut print = |event: &Event| report(&name, event);
     let trace = args.trace_syscalls.then_some(&mut print as &mut dyn FnMut(&Event));
-    match emu::host::run(&args.elf, &args.args, trace) {
+    let mut config = emu::host::config(&args.elf, &args.args, trace.is_some());
+    config.root = Some(args.root);
+    config.prefix = args.prefix;
+    match emu::host::run_config(&args.elf, config, trace) {
         Ok(Exit::Code(code)) => code,
         Ok(exit @ Exit::Signal { signal, fault, pc }) => {
             let cause = fault.map(|f| format!(" ({f})")).unwrap_or_default();
@@ -40,8 +51,11 @@ pub(crate) fn run(args: ExecArgs) -> i32 {
 
 fn report(name: &str, event: &Event) {
     match event {
-        Event::UnknownSyscall { nr, icount, pc } => {
-            eprintln!("unwindlab: {name}: [{icount}] unknown system call {nr} at pc {pc:#x}, answered -ENOSYS");
+        Event::UnknownSyscall { nr, name: call, icount, pc } => {
+            let call = call.map(|c| format!("{c} ({nr})")).unwrap_or_else(|| nr.to_string());
+            eprintln!(
+                "unwindlab: {name}: [{icount}] unknown system call {call} at pc {pc:#x}, answered -ENOSYS (reported once)"
+            );
         }
         Event::Warning { icount, message } => eprintln!("unwindlab: {name}: [{icount}] {message}"),
         // strace-like: `[icount] openat(AT_FDCWD, "in.txt", O_RDONLY) = -ENOENT`.

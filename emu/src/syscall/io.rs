@@ -1,97 +1,170 @@
-//! File descriptors: standard streams, read-only provided files, and what
-//! glibc asks about them (stat, ioctl, fcntl), plus readlink and getcwd.
+//! Reading and writing descriptors, whatever they are open on (standard
+//! streams, overlay and host files, devices), and the descriptor calls:
+//! close, lseek, dup, fcntl, ioctl.
 
 use super::abi::{
-    AT_EMPTY_PATH, AT_FDCWD, F_DUPFD, F_DUPFD_CLOEXEC, F_GETFD, F_GETFL, F_SETFD, F_SETFL, O_ACCMODE, O_RDONLY,
-    O_WRONLY, SEEK_CUR, SEEK_END, SEEK_SET,
+    F_DUPFD, F_DUPFD_CLOEXEC, F_GETFD, F_GETFL, F_SETFD, F_SETFL, O_ACCMODE, O_RDONLY, O_WRONLY, SEEK_CUR, SEEK_END,
+    SEEK_SET,
 };
-use super::errno::{EACCES, EBADF, EINVAL, ENOENT, ENOTDIR, ENOTTY, ERANGE, ESPIPE};
+use super::errno::{EBADF, EINVAL, EISDIR, ENOTTY, ESPIPE};
 use super::outcome::{fail, ok, SysError, SysResult};
-use crate::arch::StatField;
-use crate::bytes::GuestStruct;
 use crate::emulator::Emulator;
+use crate::fs::{Desc, FileKind, OpenFile};
 use crate::memory::AccessKind;
-use crate::process::{Fd, GID, UID};
 use kmodel::memory::Access;
+use std::cell::RefCell;
+use std::rc::Rc;
 
-const S_IFIFO: u64 = 0o010_000;
-const S_IFREG: u64 = 0o100_000;
-/// Longest path the kernel accepts (`PATH_MAX`).
-const PATH_MAX: usize = 4096;
-/// Most bytes one `read` returns from standard input.
-const READ_CHUNK: u64 = 1 << 20;
+/// Most bytes one `read` returns (bounds host allocations whatever the guest asks).
+pub(super) const READ_CHUNK: u64 = 1 << 20;
 /// Most bytes one `write` transfers (Linux's `MAX_RW_COUNT`).
 const MAX_RW_COUNT: u64 = 0x7fff_f000;
 /// Most iovecs per call (`UIO_MAXIOV`).
 const IOV_MAX: u64 = 1024;
+/// `FD_CLOEXEC`.
+const FD_CLOEXEC: u64 = 1;
+/// Status flags `F_SETFL` may change: `O_APPEND`, `O_NONBLOCK`, `O_ASYNC`, `O_DIRECT`, `O_NOATIME`
+/// (x86-64 and s390x numbering; AArch64's `O_DIRECT` differs and is ignored).
+const SETFL_MASK: u64 = 0o2000 | 0o4000 | 0o20_000 | 0o40_000 | 0o1_000_000;
+/// `O_APPEND`.
+const O_APPEND: u64 = 0o2000;
 
-fn fd_entry(emu: &Emulator, fd: u64) -> Result<Fd, SysError> {
-    emu.fds.get(&fd).cloned().ok_or(SysError::Errno(EBADF))
+/// The description behind descriptor `fd`.
+pub(super) fn file(emu: &Emulator, fd: u64) -> Result<Rc<RefCell<OpenFile>>, SysError> {
+    emu.fds.get(fd).map(|d| d.file.clone()).ok_or(SysError::Errno(EBADF))
 }
 
-/// Copies what the guest wants written out of its memory.
-fn output(emu: &mut Emulator, fd: u64, data: &[u8]) -> SysResult {
-    match fd_entry(emu, fd)? {
-        Fd::Stdout => emu.stdout.write(data),
-        Fd::Stderr => emu.stderr.write(data),
-        Fd::Stdin | Fd::File { .. } => return fail(EBADF),
+/// Produces up to `max` bytes from `file`, at `at` or at (and advancing) its position.
+fn input(emu: &mut Emulator, file: &Rc<RefCell<OpenFile>>, max: u64, at: Option<u64>) -> Result<Vec<u8>, SysError> {
+    let max = max.min(READ_CHUNK) as usize;
+    let mut f = file.borrow_mut();
+    if f.flags & O_ACCMODE == O_WRONLY {
+        return Err(SysError::Errno(EBADF));
     }
-    ok(data.len() as u64)
-}
-
-/// Produces up to `max` bytes for the guest from `fd`.
-fn input(emu: &mut Emulator, fd: u64, max: u64) -> Result<Vec<u8>, SysError> {
-    match fd_entry(emu, fd)? {
-        Fd::Stdin => Ok(emu.stdin.read(max.min(READ_CHUNK) as usize)),
-        Fd::File { data, pos } => {
-            let start = pos.min(data.len() as u64) as usize;
-            let chunk = data[start..][..(data.len() - start).min(max as usize)].to_vec();
-            emu.fds.insert(fd, Fd::File { data, pos: pos + chunk.len() as u64 });
-            Ok(chunk)
+    let slice = |data: &[u8], pos: u64| {
+        let start = pos.min(data.len() as u64) as usize;
+        data[start..][..(data.len() - start).min(max)].to_vec()
+    };
+    let pos = at.unwrap_or(f.pos);
+    let out = match &f.kind {
+        FileKind::Stdin if at.is_some() => return Err(SysError::Errno(ESPIPE)),
+        FileKind::Stdin => return Ok(emu.stdin.read(max)),
+        FileKind::Stdout | FileKind::Stderr => return Err(SysError::Errno(EBADF)),
+        FileKind::Dir(_) => return Err(SysError::Errno(EISDIR)),
+        FileKind::Overlay(o) => slice(&o.borrow().data, pos),
+        FileKind::Host(data, _) | FileKind::Generated(data, _) => slice(data, pos),
+        FileKind::Null => Vec::new(),
+        FileKind::Zero => vec![0; max],
+        FileKind::Random => {
+            let mut bytes = vec![0; max];
+            emu.rng.fill(&mut bytes);
+            bytes
         }
-        Fd::Stdout | Fd::Stderr => Err(SysError::Errno(EBADF)),
+    };
+    if at.is_none() {
+        f.pos = pos + out.len() as u64;
     }
+    Ok(out)
 }
 
-pub(super) fn read(emu: &mut Emulator, [fd, buf, count, ..]: [u64; 6]) -> SysResult {
-    fd_entry(emu, fd)?;
-    // Check the buffer before consuming input, so a bad pointer loses nothing.
-    emu.pages().check(buf, count.min(READ_CHUNK), AccessKind::Write, Access::Faultable)?;
-    let data = input(emu, fd, count)?;
-    emu.write(buf, &data)?;
-    ok(data.len() as u64)
-}
-
-pub(super) fn pread64(emu: &mut Emulator, [fd, buf, count, offset, ..]: [u64; 6]) -> SysResult {
-    match fd_entry(emu, fd)? {
-        Fd::File { data, .. } => {
-            let start = offset.min(data.len() as u64) as usize;
-            let chunk = &data[start..][..(data.len() - start).min(count as usize)];
-            emu.write(buf, chunk)?;
-            ok(chunk.len() as u64)
+/// Writes `data` to `file`, at `at` or at (and advancing) its position.
+fn output(emu: &mut Emulator, file: &Rc<RefCell<OpenFile>>, data: &[u8], at: Option<u64>) -> Result<(), SysError> {
+    let mut f = file.borrow_mut();
+    if f.flags & O_ACCMODE == O_RDONLY {
+        return Err(SysError::Errno(EBADF));
+    }
+    match &f.kind {
+        FileKind::Stdout => emu.stdout.write(data),
+        FileKind::Stderr => emu.stderr.write(data),
+        FileKind::Overlay(o) => {
+            let now = super::fs::now_ns(emu);
+            let mut o = o.borrow_mut();
+            // O_APPEND writes at the end, even for pwrite (Linux's documented bug).
+            let pos = if f.flags & O_APPEND != 0 { o.data.len() as u64 } else { at.unwrap_or(f.pos) };
+            let end = pos.checked_add(data.len() as u64).ok_or(SysError::Errno(EINVAL))?;
+            let growth = end.saturating_sub(o.data.len() as u64);
+            emu.fs.charge(growth).map_err(SysError::Errno)?;
+            if growth > 0 {
+                o.data.resize(end as usize, 0);
+            }
+            o.data[pos as usize..end as usize].copy_from_slice(data);
+            o.meta.mtime_ns = now;
+            drop(o);
+            if at.is_none() {
+                f.pos = end;
+            }
         }
-        _ => fail(ESPIPE),
+        FileKind::Null | FileKind::Zero | FileKind::Random => {}
+        FileKind::Stdin | FileKind::Host(..) | FileKind::Generated(..) | FileKind::Dir(_) => {
+            return Err(SysError::Errno(EBADF))
+        }
     }
+    Ok(())
 }
 
-/// Copies `count` bytes at `buf` out to `fd`, in chunks so that a huge
+/// Copies `count` bytes at `buf` out to `file`, in chunks so that a huge
 /// buffer never needs a huge host allocation.
-fn copy_out(emu: &mut Emulator, fd: u64, buf: u64, count: u64) -> Result<(), SysError> {
+fn copy_out(
+    emu: &mut Emulator,
+    file: &Rc<RefCell<OpenFile>>,
+    buf: u64,
+    count: u64,
+    at: Option<u64>,
+) -> Result<(), SysError> {
     let mut done = 0;
     while done < count {
         let chunk = emu.read_vec(buf + done, (count - done).min(READ_CHUNK))?;
-        output(emu, fd, &chunk)?;
+        output(emu, file, &chunk, at.map(|at| at + done))?;
         done += chunk.len() as u64;
     }
     Ok(())
 }
 
-pub(super) fn write(emu: &mut Emulator, [fd, buf, count, ..]: [u64; 6]) -> SysResult {
-    fd_entry(emu, fd)?;
+fn read_at(emu: &mut Emulator, fd: u64, buf: u64, count: u64, at: Option<u64>) -> SysResult {
+    let file = file(emu, fd)?;
+    // Check the buffer before consuming input, so a bad pointer loses nothing.
+    emu.pages().check(buf, count.min(READ_CHUNK), AccessKind::Write, Access::Faultable)?;
+    let data = input(emu, &file, count, at)?;
+    emu.write(buf, &data)?;
+    ok(data.len() as u64)
+}
+
+fn write_at(emu: &mut Emulator, fd: u64, buf: u64, count: u64, at: Option<u64>) -> SysResult {
+    let file = file(emu, fd)?;
     let count = count.min(MAX_RW_COUNT);
     emu.pages().check(buf, count, AccessKind::Read, Access::Faultable)?;
-    copy_out(emu, fd, buf, count)?;
+    copy_out(emu, &file, buf, count, at)?;
     ok(count)
+}
+
+/// A pread/pwrite offset: negative is `EINVAL`; a stream is `ESPIPE`.
+fn offset(emu: &Emulator, fd: u64, off: u64) -> Result<Option<u64>, SysError> {
+    let file = file(emu, fd)?;
+    if matches!(file.borrow().kind, FileKind::Stdin | FileKind::Stdout | FileKind::Stderr) {
+        return Err(SysError::Errno(ESPIPE));
+    }
+    if (off as i64) < 0 {
+        return Err(SysError::Errno(EINVAL));
+    }
+    Ok(Some(off))
+}
+
+pub(super) fn read(emu: &mut Emulator, [fd, buf, count, ..]: [u64; 6]) -> SysResult {
+    read_at(emu, fd, buf, count, None)
+}
+
+pub(super) fn write(emu: &mut Emulator, [fd, buf, count, ..]: [u64; 6]) -> SysResult {
+    write_at(emu, fd, buf, count, None)
+}
+
+pub(super) fn pread64(emu: &mut Emulator, [fd, buf, count, off, ..]: [u64; 6]) -> SysResult {
+    let at = offset(emu, fd, off)?;
+    read_at(emu, fd, buf, count, at)
+}
+
+pub(super) fn pwrite64(emu: &mut Emulator, [fd, buf, count, off, ..]: [u64; 6]) -> SysResult {
+    let at = offset(emu, fd, off)?;
+    write_at(emu, fd, buf, count, at)
 }
 
 /// The `(base, len)` pairs of an iovec array.
@@ -102,8 +175,8 @@ fn iovecs(emu: &mut Emulator, iov: u64, count: u64) -> Result<Vec<(u64, u64)>, S
     (0..count).map(|i| Ok((emu.read_uint(iov + 16 * i, 8)?, emu.read_uint(iov + 16 * i + 8, 8)?))).collect()
 }
 
-pub(super) fn writev(emu: &mut Emulator, [fd, iov, count, ..]: [u64; 6]) -> SysResult {
-    fd_entry(emu, fd)?;
+fn writev_at(emu: &mut Emulator, fd: u64, iov: u64, count: u64, at: Option<u64>) -> SysResult {
+    let file = file(emu, fd)?;
     let iovecs = iovecs(emu, iov, count)?;
     // Check every buffer first: a bad one fails the call before anything is written.
     let mut total = 0u64;
@@ -113,23 +186,25 @@ pub(super) fn writev(emu: &mut Emulator, [fd, iov, count, ..]: [u64; 6]) -> SysR
         total += len;
     }
     let mut left = total;
+    let mut done = 0;
     for (base, len) in iovecs {
         let len = len.min(left);
-        copy_out(emu, fd, base, len)?;
+        copy_out(emu, &file, base, len, at.map(|at| at + done))?;
         left -= len;
+        done += len;
     }
     ok(total)
 }
 
-pub(super) fn readv(emu: &mut Emulator, [fd, iov, count, ..]: [u64; 6]) -> SysResult {
-    fd_entry(emu, fd)?;
+fn readv_at(emu: &mut Emulator, fd: u64, iov: u64, count: u64, at: Option<u64>) -> SysResult {
+    let file = file(emu, fd)?;
     let mut total = 0u64;
     for (base, len) in iovecs(emu, iov, count)? {
         if len == 0 {
             continue;
         }
         emu.pages().check(base, len.min(READ_CHUNK), AccessKind::Write, Access::Faultable)?;
-        let data = input(emu, fd, len)?;
+        let data = input(emu, &file, len, at.map(|at| at + total))?;
         emu.write(base, &data)?;
         total += data.len() as u64;
         if (data.len() as u64) < len {
@@ -139,37 +214,80 @@ pub(super) fn readv(emu: &mut Emulator, [fd, iov, count, ..]: [u64; 6]) -> SysRe
     ok(total)
 }
 
+pub(super) fn writev(emu: &mut Emulator, [fd, iov, count, ..]: [u64; 6]) -> SysResult {
+    writev_at(emu, fd, iov, count, None)
+}
+
+pub(super) fn readv(emu: &mut Emulator, [fd, iov, count, ..]: [u64; 6]) -> SysResult {
+    readv_at(emu, fd, iov, count, None)
+}
+
+pub(super) fn preadv(emu: &mut Emulator, [fd, iov, count, off, ..]: [u64; 6]) -> SysResult {
+    let at = offset(emu, fd, off)?;
+    readv_at(emu, fd, iov, count, at)
+}
+
+pub(super) fn pwritev(emu: &mut Emulator, [fd, iov, count, off, ..]: [u64; 6]) -> SysResult {
+    let at = offset(emu, fd, off)?;
+    writev_at(emu, fd, iov, count, at)
+}
+
 pub(super) fn close(emu: &mut Emulator, [fd, ..]: [u64; 6]) -> SysResult {
-    match emu.fds.remove(&fd) {
+    match emu.fds.remove(fd) {
         Some(_) => ok(0),
         None => fail(EBADF),
     }
 }
 
 pub(super) fn lseek(emu: &mut Emulator, [fd, offset, whence, ..]: [u64; 6]) -> SysResult {
-    let Fd::File { data, pos } = fd_entry(emu, fd)? else { return fail(ESPIPE) };
+    let file = file(emu, fd)?;
+    let mut f = file.borrow_mut();
+    let len = match &f.kind {
+        FileKind::Stdin | FileKind::Stdout | FileKind::Stderr => return fail(ESPIPE),
+        FileKind::Overlay(o) => o.borrow().data.len() as u64,
+        FileKind::Host(data, _) | FileKind::Generated(data, _) => data.len() as u64,
+        FileKind::Dir(_) | FileKind::Null | FileKind::Zero | FileKind::Random => 0,
+    };
     let base = match whence {
         SEEK_SET => 0,
-        SEEK_CUR => pos as i64,
-        SEEK_END => data.len() as i64,
+        SEEK_CUR => f.pos as i64,
+        SEEK_END => len as i64,
         _ => return fail(EINVAL),
     };
     let Some(new) = base.checked_add(offset as i64).filter(|&new| new >= 0) else { return fail(EINVAL) };
-    emu.fds.insert(fd, Fd::File { data, pos: new as u64 });
+    f.pos = new as u64;
     ok(new as u64)
 }
 
 pub(super) fn ioctl(emu: &mut Emulator, [fd, ..]: [u64; 6]) -> SysResult {
     // No terminal is ever attached: isatty() is false, whatever the host has.
-    fd_entry(emu, fd)?;
+    file(emu, fd)?;
     fail(ENOTTY)
 }
 
+/// Puts `file` at the lowest free descriptor at or above `from`.
+fn dup_from(emu: &mut Emulator, file: Rc<RefCell<OpenFile>>, from: u64, cloexec: bool) -> SysResult {
+    let Some(new) = emu.fds.lowest_free(from, super::process::NOFILE) else { return fail(super::errno::EMFILE) };
+    emu.fds.insert(new, Desc { file, cloexec });
+    ok(new)
+}
+
 pub(super) fn fcntl(emu: &mut Emulator, [fd, cmd, arg, ..]: [u64; 6]) -> SysResult {
-    let entry = fd_entry(emu, fd)?;
+    let file = file(emu, fd)?;
     match cmd {
-        F_GETFD | F_SETFD | F_SETFL => ok(0),
-        F_GETFL => ok(if matches!(entry, Fd::Stdout | Fd::Stderr) { O_WRONLY } else { O_RDONLY }),
+        F_GETFD => ok(u64::from(emu.fds.get(fd).is_some_and(|d| d.cloexec))),
+        F_SETFD => {
+            if let Some(d) = emu.fds.get_mut(fd) {
+                d.cloexec = arg & FD_CLOEXEC != 0;
+            }
+            ok(0)
+        }
+        F_GETFL => ok(file.borrow().flags),
+        F_SETFL => {
+            let mut f = file.borrow_mut();
+            f.flags = (f.flags & !SETFL_MASK) | (arg & SETFL_MASK);
+            ok(0)
+        }
         F_DUPFD | F_DUPFD_CLOEXEC => {
             // The kernel takes the lowest descriptor as an int and checks it
             // against RLIMIT_NOFILE.
@@ -177,136 +295,34 @@ pub(super) fn fcntl(emu: &mut Emulator, [fd, cmd, arg, ..]: [u64; 6]) -> SysResu
             if !(0..super::process::NOFILE as i64).contains(&from) {
                 return fail(EINVAL);
             }
-            let new = lowest_free_fd(emu, from as u64);
-            emu.fds.insert(new, entry);
-            ok(new)
+            dup_from(emu, file, from as u64, cmd == F_DUPFD_CLOEXEC)
         }
         _ => fail(EINVAL),
     }
 }
 
-fn lowest_free_fd(emu: &Emulator, from: u64) -> u64 {
-    (from..).find(|fd| !emu.fds.contains_key(fd)).unwrap_or(from)
+pub(super) fn dup(emu: &mut Emulator, [fd, ..]: [u64; 6]) -> SysResult {
+    let file = file(emu, fd)?;
+    dup_from(emu, file, 0, false)
 }
 
-/// Reads a path argument.
-fn path(emu: &mut Emulator, addr: u64) -> Result<Vec<u8>, SysError> {
-    emu.read_cstr(addr, PATH_MAX)?.ok_or(SysError::Errno(super::errno::ENAMETOOLONG))
-}
-
-/// Checks where `path` is looked up. Relative paths are relative to `dirfd`:
-/// from the working directory (`AT_FDCWD`) they name provided files as
-/// given; a descriptor must be open, and none is a directory.
-fn check_dirfd(emu: &Emulator, dirfd: u64, path: &[u8]) -> Result<(), SysError> {
-    if path.is_empty() {
-        return Err(SysError::Errno(ENOENT));
+pub(super) fn dup2(emu: &mut Emulator, [old, new, ..]: [u64; 6]) -> SysResult {
+    file(emu, old)?;
+    if old == new {
+        return ok(new);
     }
-    if path.starts_with(b"/") || dirfd == AT_FDCWD {
-        return Ok(());
-    }
-    fd_entry(emu, dirfd)?;
-    Err(SysError::Errno(ENOTDIR))
+    dup3(emu, [old, new, 0, 0, 0, 0])
 }
 
-/// Looks a path up among the provided files.
-fn open_path(emu: &mut Emulator, dirfd: u64, path_addr: u64, flags: u64) -> SysResult {
-    let path = path(emu, path_addr)?;
-    check_dirfd(emu, dirfd, &path)?;
-    let Some(data) = emu.provided.get(&path).cloned() else { return fail(ENOENT) };
-    if flags & O_ACCMODE != O_RDONLY {
-        return fail(EACCES);
-    }
-    let fd = lowest_free_fd(emu, 0);
-    emu.fds.insert(fd, Fd::File { data, pos: 0 });
-    ok(fd)
-}
-
-pub(super) fn open(emu: &mut Emulator, [path, flags, ..]: [u64; 6]) -> SysResult {
-    open_path(emu, AT_FDCWD, path, flags)
-}
-
-pub(super) fn openat(emu: &mut Emulator, [dirfd, path, flags, ..]: [u64; 6]) -> SysResult {
-    open_path(emu, dirfd, path, flags)
-}
-
-/// Writes the kernel's `struct stat` for `entry` at `addr`.
-fn write_stat(emu: &mut Emulator, addr: u64, entry: &Fd, ino: u64) -> SysResult {
-    let (mode, size) = match entry {
-        // Pipes: no terminal, so stdio buffers fully whatever the host has.
-        Fd::Stdin | Fd::Stdout | Fd::Stderr => (S_IFIFO | 0o600, 0),
-        Fd::File { data, .. } => (S_IFREG | 0o444, data.len() as u64),
-    };
-    let layout = emu.info().stat;
-    let time = crate::process::REALTIME_EPOCH_NS / crate::process::NS_PER_SEC;
-    let mut st = GuestStruct::new(emu.endian(), layout.size);
-    for &(field, offset, width) in layout.fields {
-        let value = match field {
-            StatField::Dev => 0x0e,
-            StatField::Ino => ino,
-            StatField::Nlink => 1,
-            StatField::Mode => mode,
-            StatField::Uid => UID,
-            StatField::Gid => GID,
-            StatField::Rdev => 0,
-            StatField::Size => size,
-            StatField::Blksize => 4096,
-            StatField::Blocks => size.div_ceil(512),
-            StatField::Time => time,
-        };
-        st.set(offset, width, value);
-    }
-    emu.write(addr, &st.into_bytes())?;
-    ok(0)
-}
-
-pub(super) fn fstat(emu: &mut Emulator, [fd, buf, ..]: [u64; 6]) -> SysResult {
-    let entry = fd_entry(emu, fd)?;
-    write_stat(emu, buf, &entry, fd + 1)
-}
-
-pub(super) fn newfstatat(emu: &mut Emulator, [dirfd, path_addr, buf, flags, ..]: [u64; 6]) -> SysResult {
-    let path = path(emu, path_addr)?;
-    if path.is_empty() {
-        if flags & AT_EMPTY_PATH == 0 {
-            return fail(ENOENT);
-        }
-        let entry = fd_entry(emu, dirfd)?;
-        return write_stat(emu, buf, &entry, dirfd + 1);
-    }
-    check_dirfd(emu, dirfd, &path)?;
-    let Some(rank) = emu.provided.keys().position(|p| *p == path) else { return fail(ENOENT) };
-    let data = emu.provided[&path].clone();
-    write_stat(emu, buf, &Fd::File { data, pos: 0 }, 100 + rank as u64)
-}
-
-fn readlink_common(emu: &mut Emulator, dirfd: u64, path_addr: u64, buf: u64, size: u64) -> SysResult {
-    // `int bufsiz`, checked before the path is read.
-    if size as i64 <= 0 {
+pub(super) fn dup3(emu: &mut Emulator, [old, new, flags, ..]: [u64; 6]) -> SysResult {
+    const O_CLOEXEC: u64 = 0o2_000_000;
+    if flags & !O_CLOEXEC != 0 || old == new {
         return fail(EINVAL);
     }
-    let path = path(emu, path_addr)?;
-    check_dirfd(emu, dirfd, &path)?;
-    if path != b"/proc/self/exe" {
-        return fail(if emu.provided.contains_key(&path) { EINVAL } else { ENOENT });
+    let file = file(emu, old)?;
+    if new >= super::process::NOFILE {
+        return fail(EBADF);
     }
-    let target = emu.exe_path.clone();
-    let n = target.len().min(size as usize);
-    emu.write(buf, &target[..n])?;
-    ok(n as u64)
-}
-
-pub(super) fn readlink(emu: &mut Emulator, [path, buf, size, ..]: [u64; 6]) -> SysResult {
-    readlink_common(emu, AT_FDCWD, path, buf, size)
-}
-
-pub(super) fn readlinkat(emu: &mut Emulator, [dirfd, path, buf, size, ..]: [u64; 6]) -> SysResult {
-    readlink_common(emu, dirfd, path, buf, size)
-}
-
-pub(super) fn getcwd(emu: &mut Emulator, [buf, size, ..]: [u64; 6]) -> SysResult {
-    if size < 2 {
-        return fail(ERANGE);
-    }
-    emu.write(buf, b"/\0")?;
-    ok(2)
+    emu.fds.insert(new, Desc { file, cloexec: flags & O_CLOEXEC != 0 });
+    ok(new)
 }

@@ -11,11 +11,13 @@
 //! is per-architecture. Unknown numbers get `-ENOSYS` and an
 //! [`Event::UnknownSyscall`].
 
-mod abi;
+pub(crate) mod abi;
 mod args;
 pub mod errno;
+mod fs;
 mod io;
 mod mem;
+mod names;
 pub(crate) mod outcome;
 mod process;
 pub(crate) mod record;
@@ -63,9 +65,11 @@ const fn def(name: &'static str, nr: [u16; 3], handler: Handler, ret: Ret, args:
 static TABLE: &[Def] = &[
     def("read",              [0, 63, 3],      io::read,                   Num,      &[FD, PTR, SIZE]),
     def("write",             [1, 64, 4],      io::write,                  Num,      &[FD, PTR, SIZE]),
-    def("open",              [2, NO, 5],      io::open,                   Num,      &[PATH, OPEN_FLAGS, MODE]),
+    def("open",              [2, NO, 5],      fs::open,                   Num,      &[PATH, OPEN_FLAGS, MODE]),
     def("close",             [3, 57, 6],      io::close,                  Num,      &[FD]),
-    def("fstat",             [5, 80, 108],    io::fstat,                  Num,      &[FD, PTR]),
+    def("stat",              [4, NO, 106],    fs::stat,                   Num,      &[PATH, PTR]),
+    def("fstat",             [5, 80, 108],    fs::fstat,                  Num,      &[FD, PTR]),
+    def("lstat",             [6, NO, 107],    fs::lstat,                  Num,      &[PATH, PTR]),
     def("lseek",             [8, 62, 19],     io::lseek,                  Num,      &[FD, OFF, WHENCE]),
     // s390x passes a pointer to the six (see `dispatch`).
     def("mmap",              [9, 222, 90],    mem::mmap,                  Addr,     &[PTR, SIZE, PROT, MAP_FLAGS, FD, OFF]),
@@ -77,46 +81,80 @@ static TABLE: &[Def] = &[
     def("rt_sigreturn",      [15, 139, 173],  signals::rt_sigreturn,      Restored, &[]),
     def("ioctl",             [16, 29, 54],    io::ioctl,                  Num,      &[FD, IOCTL_CMD, PTR]),
     def("pread64",           [17, 67, 180],   io::pread64,                Num,      &[FD, PTR, SIZE, OFF]),
+    def("pwrite64",          [18, 68, 181],   io::pwrite64,               Num,      &[FD, PTR, SIZE, OFF]),
     def("readv",             [19, 65, 145],   io::readv,                  Num,      &[FD, PTR, ULONG]),
     def("writev",            [20, 66, 146],   io::writev,                 Num,      &[FD, PTR, ULONG]),
+    def("access",            [21, NO, 33],    fs::access,                 Num,      &[PATH, INT]),
     def("sched_yield",       [24, 124, 158],  process::sched_yield,       Num,      &[]),
     def("mremap",            [25, 216, 163],  mem::mremap,                Addr,     &[PTR, ULONG, ULONG, MREMAP_FLAGS, PTR]),
     def("madvise",           [28, 233, 219],  mem::madvise,               Num,      &[PTR, SIZE, ADVICE]),
+    def("dup",               [32, 23, 41],    io::dup,                    Num,      &[FD]),
+    def("dup2",              [33, NO, 63],    io::dup2,                   Num,      &[FD, FD]),
     def("nanosleep",         [35, 101, 162],  time::nanosleep,            Num,      &[PTR, PTR]),
     def("getpid",            [39, 172, 20],   process::getpid,            Num,      &[]),
     def("exit",              [60, 93, 1],     process::exit,              NoReturn, &[INT]),
     def("kill",              [62, 129, 37],   signals::kill,              Num,      &[PID_T, SIG]),
     def("uname",             [63, 160, 122],  process::uname,             Num,      &[PTR]),
     def("fcntl",             [72, 25, 55],    io::fcntl,                  Num,      &[FD, FCNTL_CMD, ULONG]),
-    def("getcwd",            [79, 17, 183],   io::getcwd,                 Num,      &[PTR, ULONG]),
-    def("sigreturn",         [NO, NO, 119],   signals::sigreturn,         Restored, &[]),
-    def("readlink",          [89, NO, 85],    io::readlink,               Num,      &[PATH, PTR, INT]),
+    def("truncate",          [76, 45, 92],    fs::truncate,               Num,      &[PATH, LONG]),
+    def("ftruncate",         [77, 46, 93],    fs::ftruncate,              Num,      &[FD, OFF]),
+    def("getcwd",            [79, 17, 183],   fs::getcwd,                 Num,      &[PTR, ULONG]),
+    def("chdir",             [80, 49, 12],    fs::chdir,                  Num,      &[PATH]),
+    def("fchdir",            [81, 50, 133],   fs::fchdir,                 Num,      &[FD]),
+    def("rename",            [82, NO, 38],    fs::rename,                 Num,      &[PATH, PATH]),
+    def("mkdir",             [83, NO, 39],    fs::mkdir,                  Num,      &[PATH, MODE]),
+    def("rmdir",             [84, NO, 40],    fs::rmdir,                  Num,      &[PATH]),
+    def("creat",             [85, NO, 8],     fs::creat,                  Num,      &[PATH, MODE]),
+    def("unlink",            [87, NO, 10],    fs::unlink,                 Num,      &[PATH]),
+    def("symlink",           [88, NO, 83],    fs::symlink,                Num,      &[PATH, PATH]),
+    def("readlink",          [89, NO, 85],    fs::readlink,               Num,      &[PATH, PTR, INT]),
+    def("umask",             [95, 166, 60],   fs::umask,                  Num,      &[INT]),
     def("gettimeofday",      [96, 169, 78],   time::gettimeofday,         Num,      &[PTR, PTR]),
     def("getrlimit",         [97, 163, 191],  process::getrlimit,         Num,      &[RESOURCE, PTR]),
+    def("sysinfo",           [99, 179, 116],  process::sysinfo,           Num,      &[PTR]),
     def("getuid",            [102, 174, 199], process::getuid,            Num,      &[]),
     def("getgid",            [104, 176, 200], process::getgid,            Num,      &[]),
     def("geteuid",           [107, 175, 201], process::getuid,            Num,      &[]),
     def("getegid",           [108, 177, 202], process::getgid,            Num,      &[]),
+    def("setpgid",           [109, 154, 57],  process::setpgid,           Num,      &[PID_T, PID_T]),
     def("getppid",           [110, 173, 64],  process::getppid,           Num,      &[]),
+    def("getpgrp",           [111, NO, 65],   process::getpgrp,           Num,      &[]),
+    def("setsid",            [112, 157, 66],  process::setsid,            Num,      &[]),
+    def("getpgid",           [121, 155, 132], process::getpgid,           Num,      &[PID_T]),
+    def("getsid",            [124, 156, 147], process::getpgid,           Num,      &[PID_T]),
     def("sigaltstack",       [131, 132, 186], signals::sigaltstack,       Num,      &[PTR, PTR]),
     def("arch_prctl",        [158, NO, NO],   process::arch_prctl,        Num,      &[ARCH_PRCTL_CODE, PTR]),
     def("gettid",            [186, 178, 236], process::getpid,            Num,      &[]),
     def("tkill",             [200, 130, 237], signals::tkill,             Num,      &[PID_T, SIG]),
     def("futex",             [202, 98, 238],  process::futex,             Num,      &[PTR, FUTEX_OP, UINT, PTR, PTR, UINT]),
     def("sched_getaffinity", [204, 123, 240], process::sched_getaffinity, Num,      &[PID_T, UINT, PTR]),
+    def("getdents64",        [217, 61, 220],  fs::getdents64,             Num,      &[FD, PTR, UINT]),
     def("set_tid_address",   [218, 96, 252],  process::set_tid_address,   Num,      &[PTR]),
     def("clock_gettime",     [228, 113, 260], time::clock_gettime,        Num,      &[CLOCK, PTR]),
     def("clock_getres",      [229, 114, 261], time::clock_getres,         Num,      &[CLOCK, PTR]),
     def("clock_nanosleep",   [230, 115, 262], time::clock_nanosleep,      Num,      &[CLOCK, TIMER_FLAGS, PTR, PTR]),
     def("exit_group",        [231, 94, 248],  process::exit,              NoReturn, &[INT]),
     def("tgkill",            [234, 131, 241], signals::tgkill,            Num,      &[PID_T, PID_T, SIG]),
-    def("openat",            [257, 56, 288],  io::openat,                 Num,      &[DIRFD, PATH, OPEN_FLAGS, MODE]),
-    def("newfstatat",        [262, 79, 293],  io::newfstatat,             Num,      &[DIRFD, PATH, PTR, AT_FLAGS]),
-    def("readlinkat",        [267, 78, 298],  io::readlinkat,             Num,      &[DIRFD, PATH, PTR, INT]),
+    def("openat",            [257, 56, 288],  fs::openat,                 Num,      &[DIRFD, PATH, OPEN_FLAGS, MODE]),
+    def("mkdirat",           [258, 34, 289],  fs::mkdirat,                Num,      &[DIRFD, PATH, MODE]),
+    def("newfstatat",        [262, 79, 293],  fs::newfstatat,             Num,      &[DIRFD, PATH, PTR, AT_FLAGS]),
+    def("unlinkat",          [263, 35, 294],  fs::unlinkat,               Num,      &[DIRFD, PATH, AT_FLAGS]),
+    def("renameat",          [264, 38, 295],  fs::renameat,               Num,      &[DIRFD, PATH, DIRFD, PATH]),
+    def("symlinkat",         [266, 36, 297],  fs::symlinkat,              Num,      &[PATH, DIRFD, PATH]),
+    def("readlinkat",        [267, 78, 298],  fs::readlinkat,             Num,      &[DIRFD, PATH, PTR, INT]),
+    def("faccessat",         [269, 48, 300],  fs::faccessat,              Num,      &[DIRFD, PATH, INT]),
     def("set_robust_list",   [273, 99, 304],  process::set_robust_list,   Num,      &[PTR, SIZE]),
+    def("dup3",              [292, 24, 326],  io::dup3,                   Num,      &[FD, FD, INT]),
+    // The high half of the offset (for 32-bit callers) is ignored on 64-bit.
+    def("preadv",            [295, 69, 328],  io::preadv,                 Num,      &[FD, PTR, ULONG, OFF, ULONG]),
+    def("pwritev",           [296, 70, 329],  io::pwritev,                Num,      &[FD, PTR, ULONG, OFF, ULONG]),
     def("prlimit64",         [302, 261, 334], process::prlimit64,         Num,      &[PID_T, RESOURCE, PTR, PTR]),
+    def("renameat2",         [316, 276, 347], fs::renameat2,              Num,      &[DIRFD, PATH, DIRFD, PATH, UINT]),
     def("getrandom",         [318, 278, 349], process::getrandom,         Num,      &[PTR, SIZE, GRND_FLAGS]),
+    def("statx",             [332, 291, 379], fs::statx,                  Num,      &[DIRFD, PATH, AT_FLAGS, U32_HEX, PTR]),
     def("rseq",              [334, 293, 383], process::rseq,              Num,      &[PTR, UINT, INT, U32_HEX]),
+    def("faccessat2",        [439, 439, 439], fs::faccessat2,             Num,      &[DIRFD, PATH, INT, AT_FLAGS]),
+    def("sigreturn",         [NO, NO, 119],   signals::sigreturn,         Restored, &[]),
 ];
 
 /// Syscall number → table row, for `arch`.
@@ -159,8 +197,12 @@ pub(crate) fn dispatch(emu: &mut Emulator, nr: u64) -> Result<SyscallRecord, Err
     let mut strings = Vec::new();
     let (name, types, returns, args, outcome) = match row.map(|row| &TABLE[usize::from(row)]) {
         None => {
-            let pc = emu.reg(emu.info().pc)?;
-            emu.events.push(Event::UnknownSyscall { nr, icount, pc });
+            // Once per number: a program retrying a call should not flood the log.
+            if emu.unknown_reported.insert(nr) {
+                let pc = emu.reg(emu.info().pc)?;
+                let name = names::unimplemented(emu.arch(), nr);
+                emu.events.push(Event::UnknownSyscall { nr, name, icount, pc });
+            }
             ("?", &UNKNOWN[..], Num, regs, fail(errno::ENOSYS))
         }
         Some(def) => match fetch(emu, def, regs) {

@@ -174,3 +174,49 @@ pub(super) fn getrandom(emu: &mut Emulator, [buf, len, ..]: [u64; 6]) -> SysResu
     emu.write(buf, &bytes)?;
     ok(len)
 }
+
+pub(super) fn sysinfo(emu: &mut Emulator, [info, ..]: [u64; 6]) -> SysResult {
+    // struct sysinfo on 64-bit: uptime, loads[3], six memory sizes, procs
+    // (u16) at 80, totalhigh, freehigh, mem_unit (u32) at 104; 112 bytes.
+    // Fixed figures: the host's would make runs differ.
+    let uptime = emu.clock.elapsed_ns(emu.icount()) / crate::process::NS_PER_SEC;
+    let mut out = crate::bytes::GuestStruct::new(emu.endian(), 112);
+    out.set(0, 8, uptime).set(32, 8, 1 << 30).set(40, 8, 1 << 29).set(64, 8, 0).set(80, 2, 1).set(104, 4, 1);
+    emu.write(info, &out.into_bytes())?;
+    ok(0)
+}
+
+/// One process, leader of its own group and session: every id is [`PID`].
+fn own(pid: u64) -> bool {
+    pid == 0 || pid == PID
+}
+
+pub(super) fn getpgrp(_emu: &mut Emulator, _: [u64; 6]) -> SysResult {
+    ok(PID)
+}
+
+pub(super) fn getpgid(_emu: &mut Emulator, [pid, ..]: [u64; 6]) -> SysResult {
+    if !own(pid) {
+        return fail(ESRCH);
+    }
+    ok(PID)
+}
+
+pub(super) fn setpgid(_emu: &mut Emulator, [pid, pgid, ..]: [u64; 6]) -> SysResult {
+    if (pgid as i64) < 0 {
+        return fail(EINVAL);
+    }
+    if !own(pid) {
+        return fail(ESRCH);
+    }
+    // Moving into another group needs another process to lead it.
+    if !own(pgid) {
+        return fail(super::errno::EPERM);
+    }
+    ok(0)
+}
+
+pub(super) fn setsid(_emu: &mut Emulator, _: [u64; 6]) -> SysResult {
+    // The process already leads its group, so Linux refuses.
+    fail(super::errno::EPERM)
+}

@@ -1,0 +1,138 @@
+//! Path resolution, component by component as the kernel's `namei` does:
+//! `.` and `..` are taken lexically against the directories actually
+//! walked, symbolic links are followed (host and overlay ones alike, with
+//! absolute targets inside the guest's root) up to a limit, and the errors
+//! are Linux's.
+
+use super::fdtable::FdTable;
+use super::{Entry, Kind, Vfs};
+use crate::syscall::errno::{ELOOP, ENAMETOOLONG, ENOENT, ENOTDIR};
+use std::collections::VecDeque;
+
+/// Most symbolic links one lookup follows (Linux's `MAXSYMLINKS`).
+const MAX_SYMLINKS: u32 = 40;
+/// Longest file name (`NAME_MAX`).
+const NAME_MAX: usize = 255;
+
+/// The outcome of a lookup that found the parent directory.
+#[derive(Debug, Clone)]
+pub(crate) struct Resolved {
+    /// The absolute, normalised path of the last component.
+    pub(crate) path: Vec<u8>,
+    /// What is there (`None`: nothing, but the parent is a directory).
+    pub(crate) entry: Option<Entry>,
+    /// The path ended in `/`: it must name a directory.
+    pub(crate) trailing_slash: bool,
+}
+
+fn split(path: &[u8]) -> impl Iterator<Item = Vec<u8>> + '_ {
+    path.split(|&b| b == b'/').filter(|c| !c.is_empty()).map(<[u8]>::to_vec)
+}
+
+fn join(parts: &[Vec<u8>]) -> Vec<u8> {
+    if parts.is_empty() {
+        return b"/".to_vec();
+    }
+    let mut out = Vec::new();
+    for p in parts {
+        out.push(b'/');
+        out.extend_from_slice(p);
+    }
+    out
+}
+
+/// `abs` with `.`, `..` and repeated slashes taken out lexically.
+pub(crate) fn normalize(abs: &[u8]) -> Vec<u8> {
+    let mut parts: Vec<Vec<u8>> = Vec::new();
+    for c in split(abs) {
+        match &c[..] {
+            b"." => {}
+            b".." => {
+                parts.pop();
+            }
+            _ => parts.push(c),
+        }
+    }
+    join(&parts)
+}
+
+/// The parent directory of absolute path `abs`, and its last name.
+pub(crate) fn parent(abs: &[u8]) -> (&[u8], &[u8]) {
+    match abs.iter().rposition(|&b| b == b'/') {
+        Some(0) => (b"/", &abs[1..]),
+        Some(i) => (&abs[..i], &abs[i + 1..]),
+        None => (b"/", abs),
+    }
+}
+
+impl Vfs {
+    /// Looks `path` up from directory `start` (absolute), following a
+    /// symbolic link in the last component only if `follow` (or the path
+    /// ends in `/`).
+    pub(crate) fn resolve(&self, start: &[u8], path: &[u8], follow: bool, fds: &FdTable) -> Result<Resolved, i64> {
+        if path.is_empty() {
+            return Err(ENOENT);
+        }
+        let trailing_slash = path.ends_with(b"/");
+        let mut cur: Vec<Vec<u8>> = if path.starts_with(b"/") { Vec::new() } else { split(start).collect() };
+        let mut todo: VecDeque<Vec<u8>> = split(path).collect();
+        let mut links = 0;
+        while let Some(comp) = todo.pop_front() {
+            match &comp[..] {
+                b"." => continue,
+                b".." => {
+                    cur.pop();
+                    continue;
+                }
+                _ => {}
+            }
+            if comp.len() > NAME_MAX {
+                return Err(ENAMETOOLONG);
+            }
+            let last = todo.is_empty();
+            cur.push(comp);
+            let abs = join(&cur);
+            let Some(entry) = self.lookup(&abs, fds) else {
+                return if last { Ok(Resolved { path: abs, entry: None, trailing_slash }) } else { Err(ENOENT) };
+            };
+            match &entry.kind {
+                Kind::Symlink(target) if !last || follow || trailing_slash => {
+                    links += 1;
+                    if links > MAX_SYMLINKS {
+                        return Err(ELOOP);
+                    }
+                    if target.is_empty() {
+                        return Err(ENOENT);
+                    }
+                    cur.pop();
+                    if target.starts_with(b"/") {
+                        cur.clear();
+                    }
+                    for (i, c) in split(target).enumerate() {
+                        todo.insert(i, c);
+                    }
+                    // A target of "/" or "." leaves nothing after it: the directory itself.
+                }
+                Kind::Dir => {
+                    if last {
+                        return Ok(Resolved { path: abs, entry: Some(entry), trailing_slash });
+                    }
+                }
+                _ if last => {
+                    if trailing_slash {
+                        return Err(ENOTDIR);
+                    }
+                    return Ok(Resolved { path: abs, entry: Some(entry), trailing_slash });
+                }
+                _ => return Err(ENOTDIR),
+            }
+        }
+        // Ended on `.`, `..`, `/` or a link to a directory.
+        let abs = join(&cur);
+        match self.lookup(&abs, fds) {
+            Some(entry) if entry.kind == Kind::Dir => Ok(Resolved { path: abs, entry: Some(entry), trailing_slash }),
+            Some(_) => Err(ENOTDIR),
+            None => Err(ENOENT),
+        }
+    }
+}
