@@ -179,6 +179,12 @@ pub fn name(arch: Arch, nr: u64) -> Option<&'static str> {
         .map(|def| def.name)
 }
 
+/// The number of the syscall called `name` on `arch`, if the emulator implements it there.
+pub fn number(arch: crate::arch::Arch, name: &str) -> Option<u64> {
+    let column = crate::arch::index(arch);
+    TABLE.iter().find(|def| def.name == name && def.nr[column] != NO).map(|def| u64::from(def.nr[column]))
+}
+
 /// How an unknown call's arguments are shown: all six registers.
 static UNKNOWN: [Arg; 6] = [Arg::Raw; 6];
 
