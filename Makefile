@@ -32,6 +32,7 @@ run: build
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
+	scripts/import-cycles.sh
 
 test: deps preflight lint
 	$(CARGO) test --locked --workspace --all-targets

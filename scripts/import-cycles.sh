@@ -112,6 +112,11 @@ def resolve(mods, here, segments):
 def imports(mods, key, path):
     """Modules the file at `path` (module `key`) refers to."""
     lines = strip(open(path, encoding="utf-8").read())
+    # Children declared by `mod NAME;`: inline paths starting with one of
+    # them (`x86_64::X86_64`) are imports of that child.
+    children = set(re.findall(r"^\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;", "\n".join(lines), re.M))
+    heads = "|".join(["crate", "super", "self"] + sorted(children))
+    inline = re.compile(r"(?<![\w:.])(?:" + heads + r")(?:::\w+)+")
     deps = set()
     stack = []  # inline modules: (module path, brace depth when opened)
     depth = 0
@@ -132,8 +137,9 @@ def imports(mods, key, path):
                             deps.add(target)
                 statement = None
         else:
-            for m in re.finditer(r"\b(?:crate|super|self)(?:::\w+)+", line):
-                target = resolve(mods, here, m.group(0).split("::"))
+            for m in inline.finditer(line):
+                segs = m.group(0).split("::")
+                target = resolve(mods, key if segs[0] in children else here, segs)
                 if target is not None:
                     deps.add(target)
         depth += line.count("{") - line.count("}")

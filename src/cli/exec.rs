@@ -4,7 +4,7 @@ use clap::Args;
 use emu::{Event, Exit};
 use std::ffi::OsString;
 
-use super::EXIT_USAGE;
+use super::common::EXIT_USAGE;
 
 #[derive(Debug, Args)]
 pub(crate) struct ExecArgs {

@@ -2,6 +2,9 @@
 
 use clap::{Parser, Subcommand};
 
+pub use common::{emit, emit_line, parse_addr, EXIT_INVALID, EXIT_OK, EXIT_USAGE};
+
+mod common;
 mod exec;
 mod run;
 mod sframe;
@@ -33,13 +36,6 @@ enum Command {
     Demo(run::DemoArgs),
 }
 
-/// Exit status for a run that found nothing wrong.
-pub const EXIT_OK: i32 = 0;
-/// Exit status for input that is invalid (a failed check, an undecodable section).
-pub const EXIT_INVALID: i32 = 1;
-/// Exit status for usage errors and unreadable files.
-pub const EXIT_USAGE: i32 = 2;
-
 /// Parses the command line, runs the command and returns the exit status.
 pub fn main() -> i32 {
     let cli = match Cli::try_parse() {
@@ -57,26 +53,4 @@ pub fn main() -> i32 {
         Command::Validate(args) => run::run_validate(&args),
         Command::Demo(args) => run::run_demo(&args),
     }
-}
-
-/// Parses an address: hex with `0x`, or decimal.
-pub fn parse_addr(text: &str) -> Result<u64, String> {
-    let parsed = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
-        Some(hex) => u64::from_str_radix(hex, 16),
-        None => text.parse(),
-    };
-    parsed.map_err(|_| format!("'{text}' is not an address (use 0x-prefixed hex or decimal)"))
-}
-
-/// Writes command output to stdout. A closed pipe (`| head`) ends the
-/// output quietly instead of panicking as `print!` would.
-pub fn emit(text: &str) {
-    use std::io::Write as _;
-    let _ = std::io::stdout().lock().write_all(text.as_bytes());
-}
-
-/// [`emit`] plus a newline.
-pub fn emit_line(text: &str) {
-    emit(text);
-    emit("\n");
 }

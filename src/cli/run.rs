@@ -8,7 +8,7 @@ use kmodel::unwind::Method;
 use lab::replay::{replay_file, Replay};
 use lab::Scenario;
 
-use super::{emit, emit_line, EXIT_INVALID, EXIT_OK, EXIT_USAGE};
+use super::common::{emit, emit_line, EXIT_INVALID, EXIT_OK, EXIT_USAGE};
 
 /// Options of `run`.
 #[derive(Debug, clap::Args)]

@@ -6,7 +6,7 @@ use sframe::read::dump::{self, ObjdumpStyle};
 use sframe::read::validate::{self, Profile};
 use sframe::Section;
 
-use super::{emit, emit_line, parse_addr, EXIT_INVALID, EXIT_OK, EXIT_USAGE};
+use super::common::{emit, emit_line, parse_addr, EXIT_INVALID, EXIT_OK, EXIT_USAGE};
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum SframeCommand {

@@ -4,7 +4,7 @@
 use sframe::elf::{self, inject};
 use sframe::Version;
 
-use super::{emit, emit_line, EXIT_INVALID, EXIT_OK, EXIT_USAGE};
+use super::common::{emit, emit_line, EXIT_INVALID, EXIT_OK, EXIT_USAGE};
 
 /// Options of `sframe gen`.
 #[derive(Debug, clap::Args)]
@@ -22,7 +22,7 @@ pub(crate) struct GenArgs {
     inject: bool,
     /// Address the raw section will be loaded at (default: where --inject
     /// would put it).
-    #[arg(long, value_parser = super::parse_addr, conflicts_with = "inject")]
+    #[arg(long, value_parser = super::common::parse_addr, conflicts_with = "inject")]
     base: Option<u64>,
     /// Print the summary as JSON.
     #[arg(long)]

@@ -5,10 +5,12 @@
 //! registers. [`S390x::init_cpu`] fixes both. Syscalls arrive with the PC
 //! still on the `svc`, and the number is usually the `svc` immediate.
 
-use super::{Arch, ArchInfo, Machine, StatField as F, StatLayout, SyscallConv, SyscallEntry};
+use super::facts::{ArchInfo, StatField as F, StatLayout, SyscallConv, SyscallEntry};
+use super::machine::Machine;
 use crate::bytes::Endian;
 use crate::engine::Shared;
 use crate::signal;
+use kmodel::arch::Arch;
 use unicorn_engine::{uc_error, Mode, RegisterS390X as R, Unicorn};
 
 /// The s390x machine.

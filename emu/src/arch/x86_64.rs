@@ -1,9 +1,11 @@
 //! x86-64.
 
-use super::{Arch, ArchInfo, Machine, StatField as F, StatLayout, SyscallConv, SyscallEntry};
+use super::facts::{ArchInfo, StatField as F, StatLayout, SyscallConv, SyscallEntry};
+use super::machine::Machine;
 use crate::bytes::Endian;
 use crate::engine::Shared;
 use crate::signal;
+use kmodel::arch::Arch;
 use unicorn_engine::{uc_error, Mode, RegisterX86 as R, Unicorn};
 
 /// The x86-64 machine.

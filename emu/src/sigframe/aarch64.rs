@@ -2,7 +2,7 @@
 //! rt_sigframe` below a frame record, with the FP/SIMD state as an
 //! extension record.
 
-use super::{put_uc_stack, restore_long, save_long, Delivery, Frames};
+use super::frame::{put_uc_stack, restore_long, save_long, Delivery, Frames};
 use crate::arch::aarch64::INFO;
 use crate::bytes::{Endian, GuestStruct};
 use crate::emulator::Emulator;

@@ -5,9 +5,11 @@
 //! returns to, and how the blocked mask changes. Each architecture lays out
 //! its own frame exactly as Linux does (`arch/*/kernel/signal*.c`), because
 //! unwinders (libgcc's, the kernel model's) read interrupted registers out
-//! of it: `x86_64.rs`, `aarch64.rs` and `s390x.rs` here, each a `Frames`.
+//! of it: `x86_64.rs`, `aarch64.rs` and `s390x.rs` here, each a `Frames`
+//! (the trait and the helpers they share are in `frame.rs`).
 
 mod aarch64;
+mod frame;
 mod s390x;
 mod x86_64;
 
@@ -19,9 +21,9 @@ use crate::memory::{Area, AreaKind, Perms, PAGE_SIZE};
 use crate::process::{sig_bit, SigAction, PID, SIG_DFL, UID, UNBLOCKABLE};
 use crate::signal;
 use crate::syscall::outcome::{Outcome, SysError, SysResult};
+use frame::{Delivery, Frames};
+pub use frame::{SA_SIGINFO, SIGINFO_SIZE};
 
-/// `SA_SIGINFO`: the handler takes `(sig, info, ucontext)`.
-pub const SA_SIGINFO: u64 = 0x4;
 /// `SA_RESTORER`: `sa_restorer` is the return trampoline.
 pub const SA_RESTORER: u64 = 0x0400_0000;
 /// `SA_ONSTACK`: run the handler on the alternate stack.
@@ -34,8 +36,6 @@ pub const SA_RESETHAND: u64 = 0x8000_0000;
 pub const SS_ONSTACK: u64 = 1;
 /// `ss_flags`: there is no alternate stack.
 pub const SS_DISABLE: u64 = 2;
-/// Size of `siginfo_t`.
-pub const SIGINFO_SIZE: usize = 128;
 /// Offset of the old-style (non-rt) sigreturn code in the trampoline page.
 pub const OLD_SIGRETURN_OFFSET: u64 = 16;
 
@@ -58,35 +58,6 @@ pub(crate) enum Cause {
     Sent(i32),
     /// Raised by the instruction at the PC, with `si_code` and fault address.
     Fault(i32, u64),
-}
-
-/// Everything an architecture needs to build its frame.
-#[derive(Debug, Clone)]
-pub(crate) struct Delivery {
-    pub(crate) sig: u32,
-    pub(crate) action: SigAction,
-    /// The encoded `siginfo_t`.
-    pub(crate) info: Vec<u8>,
-    /// Blocked mask to restore on return (`uc_sigmask`).
-    pub(crate) saved_mask: u64,
-    /// The frame goes below this address (red zone and alternate stack applied).
-    pub(crate) stack_top: u64,
-    /// `uc_stack`: `ss_sp`, `ss_flags`, `ss_size`.
-    pub(crate) uc_stack: (u64, u64, u64),
-    /// Where the handler returns to.
-    pub(crate) restorer: u64,
-    /// Fault address for synchronous signals (0 otherwise).
-    pub(crate) fault_addr: u64,
-}
-
-/// An architecture's signal frame.
-pub(crate) trait Frames: Sync {
-    /// Writes the frame and points the CPU at the handler.
-    fn push(&self, emu: &mut Emulator, delivery: &Delivery) -> Result<(), SysError>;
-
-    /// Restores what [`Frames::push`] saved (`rt` false: s390x's old `sigreturn`);
-    /// returns the blocked mask saved in the frame.
-    fn pop(&self, emu: &mut Emulator, rt: bool) -> Result<u64, SysError>;
 }
 
 fn frames(arch: Arch) -> &'static dyn Frames {
@@ -211,41 +182,4 @@ pub(crate) fn sigreturn(emu: &mut Emulator, rt: bool) -> SysResult {
         }
         Err(err) => Err(err),
     }
-}
-
-/// Reads the 128-bit or narrower registers `regs` into `out` at `offset`,
-/// `stride` bytes apart, as raw little-endian register bytes.
-pub(crate) fn save_long(
-    emu: &Emulator,
-    regs: impl Iterator<Item = i32>,
-    out: &mut GuestStruct,
-    offset: usize,
-    stride: usize,
-) -> Result<(), Error> {
-    for (i, reg) in regs.enumerate() {
-        let value = emu.uc.reg_read_long(reg).map_err(emu.engine_error("read a vector register"))?;
-        out.set_bytes(offset + i * stride, &value);
-    }
-    Ok(())
-}
-
-/// The inverse of [`save_long`], for registers of `width` bytes.
-pub(crate) fn restore_long(
-    emu: &mut Emulator,
-    regs: impl Iterator<Item = i32>,
-    from: &GuestStruct,
-    offset: usize,
-    stride: usize,
-    width: usize,
-) -> Result<(), Error> {
-    for (i, reg) in regs.enumerate() {
-        let bytes = from.get_bytes(offset + i * stride, width).to_vec();
-        emu.uc.reg_write_long(reg, &bytes).map_err(emu.engine_error("write a vector register"))?;
-    }
-    Ok(())
-}
-
-/// Writes the three `stack_t` words of `uc_stack` at `offset` (`ss_sp`, `ss_flags`, `ss_size`).
-pub(crate) fn put_uc_stack(out: &mut GuestStruct, offset: usize, (sp, flags, size): (u64, u64, u64)) {
-    out.set(offset, 8, sp).set(offset + 8, 4, flags).set(offset + 16, 8, size);
 }

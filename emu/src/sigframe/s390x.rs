@@ -2,7 +2,7 @@
 //! `SA_SIGINFO` handlers and the old one for the others, both with the
 //! interrupted registers as `_sigregs`.
 
-use super::{put_uc_stack, Delivery, Frames, SA_SIGINFO, SIGINFO_SIZE};
+use super::frame::{put_uc_stack, Delivery, Frames, SA_SIGINFO, SIGINFO_SIZE};
 use crate::arch::s390x::INFO;
 use crate::bytes::{Endian, GuestStruct};
 use crate::emulator::Emulator;

@@ -1,7 +1,7 @@
 //! x86-64's signal frame (`arch/x86/kernel/signal_64.c`): `struct
 //! rt_sigframe` with the legacy `fxsave` area for the FPU state.
 
-use super::{put_uc_stack, restore_long, save_long, Delivery, Frames, SIGINFO_SIZE};
+use super::frame::{put_uc_stack, restore_long, save_long, Delivery, Frames, SIGINFO_SIZE};
 use crate::bytes::{Endian, GuestStruct};
 use crate::emulator::Emulator;
 use crate::error::Error;
