@@ -133,6 +133,13 @@ impl std::fmt::Debug for Emulator {
 }
 
 impl Emulator {
+    /// Every host file the guest has read, by guest path, with the FNV-1a
+    /// digest ([`crate::fs::fnv1a`]) of what it read: inputs from the machine that a
+    /// replay elsewhere may not share.
+    pub fn host_inputs(&self) -> Vec<(Vec<u8>, u64)> {
+        self.fs.digests.iter().map(|(p, d)| (p.clone(), *d)).collect()
+    }
+
     /// Wraps an engine error with the program's name and what was being done.
     pub(crate) fn engine_error(&self, what: &'static str) -> impl Fn(uc_error) -> Error + 'static {
         let file = self.image.file.clone();

@@ -115,7 +115,7 @@ impl Emulator {
             record_syscalls: config.record_syscalls,
             syscalls: syscall::number_map(machine.info().arch),
             fds: crate::fs::FdTable::stdio(),
-            fs: crate::fs::Vfs::from_config(
+            fs: vfs_from_config(
                 &config,
                 machine.info().arch,
                 config.exe_path.clone().unwrap_or_else(|| default_exe_path(file)),
@@ -221,4 +221,21 @@ fn default_exe_path(file: &str) -> Vec<u8> {
         Ok(path) => path.as_os_str().as_bytes().to_vec(),
         Err(_) => [b"/", file.as_bytes()].concat(),
     }
+}
+
+/// The file system `config` asks for, for a guest of `arch` whose
+/// `/proc/self/exe` is `exe`, with the configuration's files added.
+fn vfs_from_config(config: &Config, arch: kmodel::arch::Arch, exe: Vec<u8>) -> crate::fs::Vfs {
+    let prefix = match &config.prefix {
+        Some(p) if p.as_os_str().is_empty() => None,
+        Some(p) => Some(p.clone()),
+        None if config.root.is_some() => crate::fs::default_prefix(arch),
+        None => None,
+    };
+    let cwd = config.cwd.clone().unwrap_or_else(|| b"/".to_vec());
+    let mut fs = crate::fs::Vfs::new(config.root.clone(), prefix, cwd, exe);
+    for (path, data) in &config.files {
+        fs.add_file(path, data, crate::process::REALTIME_EPOCH_NS);
+    }
+    fs
 }

@@ -5,7 +5,8 @@
 //! description (one position, one set of status flags), as later `fork`
 //! and the two ends of a pipe will.
 
-use super::{OverlayFile, Stat};
+use super::overlay::OverlayFile;
+use super::types::Stat;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;

@@ -1,7 +1,7 @@
 //! The overlay's nodes: everything the guest creates or changes lives here,
 //! in memory, for the length of the run.
 
-use super::{Kind, Stat, OVERLAY_DEV, S_IFDIR, S_IFLNK, S_IFREG};
+use super::types::{Kind, Stat, OVERLAY_DEV, S_IFDIR, S_IFLNK, S_IFREG};
 use crate::process::{GID, UID};
 use std::cell::RefCell;
 use std::rc::Rc;

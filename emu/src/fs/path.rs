@@ -5,7 +5,9 @@
 //! are Linux's.
 
 use super::fdtable::FdTable;
-use super::{Entry, Kind, Vfs};
+use super::name::{join, split};
+use super::types::Kind;
+use super::vfs::{Entry, Vfs};
 use crate::syscall::errno::{ELOOP, ENAMETOOLONG, ENOENT, ENOTDIR};
 use std::collections::VecDeque;
 
@@ -23,46 +25,6 @@ pub(crate) struct Resolved {
     pub(crate) entry: Option<Entry>,
     /// The path ended in `/`: it must name a directory.
     pub(crate) trailing_slash: bool,
-}
-
-fn split(path: &[u8]) -> impl Iterator<Item = Vec<u8>> + '_ {
-    path.split(|&b| b == b'/').filter(|c| !c.is_empty()).map(<[u8]>::to_vec)
-}
-
-fn join(parts: &[Vec<u8>]) -> Vec<u8> {
-    if parts.is_empty() {
-        return b"/".to_vec();
-    }
-    let mut out = Vec::new();
-    for p in parts {
-        out.push(b'/');
-        out.extend_from_slice(p);
-    }
-    out
-}
-
-/// `abs` with `.`, `..` and repeated slashes taken out lexically.
-pub(crate) fn normalize(abs: &[u8]) -> Vec<u8> {
-    let mut parts: Vec<Vec<u8>> = Vec::new();
-    for c in split(abs) {
-        match &c[..] {
-            b"." => {}
-            b".." => {
-                parts.pop();
-            }
-            _ => parts.push(c),
-        }
-    }
-    join(&parts)
-}
-
-/// The parent directory of absolute path `abs`, and its last name.
-pub(crate) fn parent(abs: &[u8]) -> (&[u8], &[u8]) {
-    match abs.iter().rposition(|&b| b == b'/') {
-        Some(0) => (b"/", &abs[1..]),
-        Some(i) => (&abs[..i], &abs[i + 1..]),
-        None => (b"/", abs),
-    }
 }
 
 impl Vfs {

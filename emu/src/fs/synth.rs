@@ -3,7 +3,7 @@
 //! no run depends on the machine's devices or processes.
 
 use super::fdtable::FdTable;
-use super::{dtype, Kind, Stat, OVERLAY_DEV, S_IFCHR, S_IFDIR, S_IFLNK, S_IFREG};
+use super::types::{dtype, Kind, Stat, OVERLAY_DEV, S_IFCHR, S_IFDIR, S_IFLNK, S_IFREG};
 use crate::process::{GID, PID, UID};
 
 /// A synthetic file.

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::syscall::errno::{ELOOP, ENAMETOOLONG, ENOENT, ENOSPC, ENOTDIR};
+use std::path::PathBuf;
 
 fn overlay_only() -> Vfs {
     let mut fs = Vfs::new(None, None, b"/".to_vec(), b"/exe".to_vec());

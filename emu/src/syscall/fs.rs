@@ -8,7 +8,6 @@ use super::errno::{
     ERANGE, EXDEV,
 };
 use super::outcome::{fail, ok, SysError, SysResult};
-use crate::process::{GID, UID};
 use crate::arch::StatField;
 use crate::bytes::GuestStruct;
 use crate::emulator::Emulator;
@@ -16,6 +15,7 @@ use crate::fs::{
     parent, Desc, Entry, FileKind, Kind, Meta, Node, OpenFile, OverlayFile, Resolved, Source, Stat, Synth, NODE_COST,
     S_IFIFO,
 };
+use crate::process::{GID, UID};
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -37,11 +37,6 @@ const RENAME_NOREPLACE: u64 = 1;
 const X_OK: u64 = 1;
 /// `STATX_BASIC_STATS`: what every `statx` here fills in.
 const STATX_BASIC_STATS: u64 = 0x7ff;
-
-/// The virtual wall clock, for overlay timestamps.
-pub(super) fn now_ns(emu: &Emulator) -> u64 {
-    crate::process::REALTIME_EPOCH_NS + emu.clock.elapsed_ns(emu.icount())
-}
 
 /// The guest's value of open flag `name` (AArch64 numbers a few differently).
 fn oflag(emu: &Emulator, name: &str) -> u64 {
@@ -132,7 +127,7 @@ fn copy_up(
             let data = if keep_data { emu.fs.read_host(abs, host).map_err(errno)?.to_vec() } else { Vec::new() };
             charge(emu, NODE_COST + (abs.len() + data.len()) as u64)?;
             use std::os::unix::fs::MetadataExt as _;
-            let meta = Meta { mode: meta.mode() & 0o7777, ino: meta.ino(), mtime_ns: now_ns(emu) };
+            let meta = Meta { mode: meta.mode() & 0o7777, ino: meta.ino(), mtime_ns: super::time::wall_now_ns(emu) };
             let file = Rc::new(RefCell::new(OverlayFile { data, meta }));
             emu.fs.nodes.insert(abs.to_vec(), Node::File(file.clone()));
             Ok(file)
@@ -194,8 +189,11 @@ fn open_path(emu: &mut Emulator, dirfd: u64, path_addr: u64, flags: u64, mode: u
                 return fail(EISDIR);
             }
             check_creatable(&r.path)?;
-            let meta =
-                Meta { mode: (mode as u32) & 0o7777 & !emu.fs.umask, ino: emu.fs.new_ino(), mtime_ns: now_ns(emu) };
+            let meta = Meta {
+                mode: (mode as u32) & 0o7777 & !emu.fs.umask,
+                ino: emu.fs.new_ino(),
+                mtime_ns: super::time::wall_now_ns(emu),
+            };
             let file = Rc::new(RefCell::new(OverlayFile { data: Vec::new(), meta }));
             emu.fs.nodes.insert(r.path.clone(), Node::File(file.clone()));
             FileKind::Overlay(file)
@@ -225,7 +223,7 @@ fn open_path(emu: &mut Emulator, dirfd: u64, path_addr: u64, flags: u64, mode: u
                         let mut f = file.borrow_mut();
                         emu.fs.release(f.data.len() as u64);
                         f.data.clear();
-                        f.meta.mtime_ns = now_ns(emu);
+                        f.meta.mtime_ns = super::time::wall_now_ns(emu);
                     }
                     FileKind::Overlay(file)
                 }
@@ -509,7 +507,11 @@ fn mkdir_common(emu: &mut Emulator, dirfd: u64, path: u64, mode: u64) -> SysResu
     charge_node(emu, &r.path)?;
     // Replacing a removed host directory: its old entries must stay hidden.
     let opaque = matches!(emu.fs.nodes.get(&r.path), Some(Node::Whiteout));
-    let meta = Meta { mode: (mode as u32) & 0o7777 & !emu.fs.umask, ino: emu.fs.new_ino(), mtime_ns: now_ns(emu) };
+    let meta = Meta {
+        mode: (mode as u32) & 0o7777 & !emu.fs.umask,
+        ino: emu.fs.new_ino(),
+        mtime_ns: super::time::wall_now_ns(emu),
+    };
     emu.fs.nodes.insert(r.path, Node::Dir(meta, opaque));
     ok(0)
 }
@@ -636,7 +638,10 @@ fn rename_common(emu: &mut Emulator, olddir: u64, old: u64, newdir: u64, new: u6
         (Kind::Symlink(target), Source::Host(_, meta)) => {
             use std::os::unix::fs::MetadataExt as _;
             charge(emu, target.len() as u64)?;
-            Node::Symlink(Meta { mode: 0o777, ino: meta.ino(), mtime_ns: now_ns(emu) }, target.clone())
+            Node::Symlink(
+                Meta { mode: 0o777, ino: meta.ino(), mtime_ns: super::time::wall_now_ns(emu) },
+                target.clone(),
+            )
         }
         (Kind::File, Source::Host(..)) => Node::File(copy_up(emu, &from.path, &src, true)?),
         _ => match emu.fs.nodes.get(&from.path) {
@@ -672,7 +677,7 @@ fn symlink_common(emu: &mut Emulator, target: u64, dirfd: u64, path: u64) -> Sys
     }
     check_creatable(&r.path)?;
     charge(emu, NODE_COST + (r.path.len() + target.len()) as u64)?;
-    let meta = Meta { mode: 0o777, ino: emu.fs.new_ino(), mtime_ns: now_ns(emu) };
+    let meta = Meta { mode: 0o777, ino: emu.fs.new_ino(), mtime_ns: super::time::wall_now_ns(emu) };
     emu.fs.nodes.insert(r.path, Node::Symlink(meta, target));
     ok(0)
 }
@@ -696,7 +701,7 @@ fn set_len(emu: &mut Emulator, file: &Rc<RefCell<OverlayFile>>, len: u64) -> Sys
     } else {
         emu.fs.release(old - len);
     }
-    let now = now_ns(emu);
+    let now = super::time::wall_now_ns(emu);
     let mut f = file.borrow_mut();
     f.data.resize(len as usize, 0);
     f.meta.mtime_ns = now;

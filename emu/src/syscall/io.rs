@@ -77,7 +77,7 @@ fn output(emu: &mut Emulator, file: &Rc<RefCell<OpenFile>>, data: &[u8], at: Opt
         FileKind::Stdout => emu.stdout.write(data),
         FileKind::Stderr => emu.stderr.write(data),
         FileKind::Overlay(o) => {
-            let now = super::fs::now_ns(emu);
+            let now = super::time::wall_now_ns(emu);
             let mut o = o.borrow_mut();
             // O_APPEND writes at the end, even for pwrite (Linux's documented bug).
             let pos = if f.flags & O_APPEND != 0 { o.data.len() as u64 } else { at.unwrap_or(f.pos) };

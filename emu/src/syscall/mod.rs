@@ -290,6 +290,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn no_implemented_call_is_listed_as_unimplemented() {
+        for arch in Arch::ALL {
+            for (unimplemented, nrs) in names::UNIMPLEMENTED {
+                let nr = nrs[crate::arch::index(arch)];
+                if nr != NO {
+                    assert_eq!(name(arch, u64::from(nr)), None, "{arch}: {unimplemented} is implemented");
+                }
+            }
+        }
+    }
+
+    #[test]
     fn numbers_are_unique_per_architecture() {
         for arch in Arch::ALL {
             let mut seen = std::collections::BTreeMap::new();

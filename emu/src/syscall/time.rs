@@ -84,3 +84,8 @@ pub(super) fn clock_nanosleep(emu: &mut Emulator, [clock, flags, req, ..]: [u64;
     emu.clock.slept_ns = emu.clock.slept_ns.saturating_add(sleep);
     ok(0)
 }
+
+/// The virtual wall clock, for overlay timestamps.
+pub(super) fn wall_now_ns(emu: &Emulator) -> u64 {
+    crate::process::REALTIME_EPOCH_NS + emu.clock.elapsed_ns(emu.icount())
+}
