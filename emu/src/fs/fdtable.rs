@@ -6,7 +6,7 @@
 //! and the two ends of a pipe will.
 
 use super::overlay::OverlayFile;
-use super::types::Stat;
+use super::types::{DirEntry, Stat};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -50,7 +50,7 @@ pub(crate) struct OpenFile {
     /// A directory's entries (name, inode, `DT_*` type) as the first
     /// `getdents64` saw them: the position indexes this list, so a guest
     /// removing entries while it reads (`rm -r`) skips none. Rewinding drops it.
-    pub(crate) listing: Option<Rc<[(Vec<u8>, u64, u8)]>>,
+    pub(crate) listing: Option<Rc<[DirEntry]>>,
 }
 
 impl OpenFile {

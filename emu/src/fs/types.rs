@@ -25,6 +25,9 @@ pub(crate) const NODE_COST: u64 = 256;
 /// The device number overlay and synthetic files report.
 pub(crate) const OVERLAY_DEV: u64 = 0x2c;
 
+/// A directory entry: name, inode number, `DT_*` type.
+pub(crate) type DirEntry = (Vec<u8>, u64, u8);
+
 /// What a guest-visible file is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Kind {

@@ -245,7 +245,7 @@ impl Vfs {
 
     /// The names in directory `abs` (no `.` or `..`), sorted, with their
     /// inode numbers and `DT_*` types: the overlay's merged over the host's.
-    pub(crate) fn list(&self, abs: &[u8], fds: &FdTable) -> Vec<(Vec<u8>, u64, u8)> {
+    pub(crate) fn list(&self, abs: &[u8], fds: &FdTable) -> Vec<DirEntry> {
         if let Some(names) = synth::list(abs, &self.exe, fds) {
             return names;
         }
