@@ -5,7 +5,7 @@
 //! description (one position, one set of status flags), as later `fork`
 //! and the two ends of a pipe will.
 
-use super::{OverlayFile, Stat};
+use super::{DirEntry, OverlayFile, Stat};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -46,12 +46,16 @@ pub(crate) struct OpenFile {
     pub(crate) flags: u64,
     /// The absolute path it was opened by (what `/proc/self/fd/N` reads).
     pub(crate) path: Vec<u8>,
+    /// A directory's entries (name, inode, `DT_*` type) as the first
+    /// `getdents64` saw them: the position indexes this list, so a guest
+    /// removing entries while it reads (`rm -r`) skips none. Rewinding drops it.
+    pub(crate) listing: Option<Rc<[DirEntry]>>,
 }
 
 impl OpenFile {
     /// A description of `kind` opened by `path` with `flags`.
     pub(crate) fn new(kind: FileKind, flags: u64, path: Vec<u8>) -> Rc<RefCell<OpenFile>> {
-        Rc::new(RefCell::new(OpenFile { kind, pos: 0, flags, path }))
+        Rc::new(RefCell::new(OpenFile { kind, pos: 0, flags, path, listing: None }))
     }
 }
 

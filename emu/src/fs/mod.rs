@@ -55,6 +55,9 @@ pub(crate) const NODE_COST: u64 = 256;
 /// The device number overlay and synthetic files report.
 pub(crate) const OVERLAY_DEV: u64 = 0x2c;
 
+/// A directory entry: name, inode number, `DT_*` type.
+pub(crate) type DirEntry = (Vec<u8>, u64, u8);
+
 /// What a guest-visible file is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -348,7 +351,7 @@ impl Vfs {
 
     /// The names in directory `abs` (no `.` or `..`), sorted, with their
     /// inode numbers and `DT_*` types: the overlay's merged over the host's.
-    pub(crate) fn list(&self, abs: &[u8], fds: &FdTable) -> Vec<(Vec<u8>, u64, u8)> {
+    pub(crate) fn list(&self, abs: &[u8], fds: &FdTable) -> Vec<DirEntry> {
         if let Some(names) = synth::list(abs, &self.exe, fds) {
             return names;
         }

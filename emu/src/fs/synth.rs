@@ -3,7 +3,7 @@
 //! no run depends on the machine's devices or processes.
 
 use super::fdtable::FdTable;
-use super::{dtype, Kind, Stat, OVERLAY_DEV, S_IFCHR, S_IFDIR, S_IFLNK, S_IFREG};
+use super::{dtype, DirEntry, Kind, Stat, OVERLAY_DEV, S_IFCHR, S_IFDIR, S_IFLNK, S_IFREG};
 use crate::syscall::{GID, PID, UID};
 
 /// A synthetic file.
@@ -128,7 +128,7 @@ pub(crate) fn lookup(abs: &[u8], exe: &[u8], fds: &FdTable) -> Option<Option<(Ki
 }
 
 /// The names in a synthetic directory, or `None` if `abs` is not one.
-pub(crate) fn list(abs: &[u8], exe: &[u8], fds: &FdTable) -> Option<Vec<(Vec<u8>, u64, u8)>> {
+pub(crate) fn list(abs: &[u8], exe: &[u8], fds: &FdTable) -> Option<Vec<DirEntry>> {
     let entry = |name: &[u8], s: Synth| {
         let st = s.stat(exe);
         (name.to_vec(), st.ino, dtype(st.mode))

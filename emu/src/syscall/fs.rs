@@ -397,21 +397,29 @@ pub(super) fn faccessat2(emu: &mut Emulator, [dirfd, path, mode, flags, ..]: [u6
 
 pub(super) fn getdents64(emu: &mut Emulator, [fd, buf, count, ..]: [u64; 6]) -> SysResult {
     let file = super::io::file(emu, fd)?;
-    let (path, pos, st) = {
+    let (path, pos, st, listing) = {
         let f = file.borrow();
         let FileKind::Dir(st) = f.kind else { return fail(ENOTDIR) };
-        (f.path.clone(), f.pos, st)
+        (f.path.clone(), f.pos, st, f.listing.clone())
     };
-    // `.` and `..` first, then the names sorted: the same order every run.
-    let parent_path = parent(&path).0.to_vec();
-    let parent_ino = emu
-        .fs
-        .resolve(b"/", &parent_path, true, &emu.fds)
-        .ok()
-        .and_then(|r| r.entry.map(|e| emu.fs.stat(&r.path, &e).ino))
-        .unwrap_or(st.ino);
-    let mut names = vec![(b".".to_vec(), st.ino, 4u8), (b"..".to_vec(), parent_ino, 4u8)];
-    names.extend(emu.fs.list(&path, &emu.fds));
+    let names = match listing {
+        Some(names) if pos > 0 => names,
+        _ => {
+            // `.` and `..` first, then the names sorted: the same order every run.
+            let parent_path = parent(&path).0.to_vec();
+            let parent_ino = emu
+                .fs
+                .resolve(b"/", &parent_path, true, &emu.fds)
+                .ok()
+                .and_then(|r| r.entry.map(|e| emu.fs.stat(&r.path, &e).ino))
+                .unwrap_or(st.ino);
+            let mut names = vec![(b".".to_vec(), st.ino, 4u8), (b"..".to_vec(), parent_ino, 4u8)];
+            names.extend(emu.fs.list(&path, &emu.fds));
+            let names: Rc<[_]> = names.into();
+            file.borrow_mut().listing = Some(names.clone());
+            names
+        }
+    };
     let count = count.min(super::io::READ_CHUNK) as usize;
     let mut out = Vec::new();
     let mut next = pos;

@@ -256,6 +256,10 @@ pub(super) fn lseek(emu: &mut Emulator, [fd, offset, whence, ..]: [u64; 6]) -> S
     };
     let Some(new) = base.checked_add(offset as i64).filter(|&new| new >= 0) else { return fail(EINVAL) };
     f.pos = new as u64;
+    if new == 0 {
+        // rewinddir: the next getdents64 lists the directory afresh.
+        f.listing = None;
+    }
     ok(new as u64)
 }
 

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -214,6 +215,31 @@ int main(int argc, char **argv)
 	TRY("rmdir x2/y", rmdir("x2/y"));
 	TRY("rmdir x2/", rmdir("x2/"));
 	close(ro);
+
+	/* Removing entries while reading the directory in small pieces (rm -r). */
+	TRY("mkdir many", mkdir("many", 0755));
+	for (int i = 0; i < 40; i++) {
+		char name[32];
+		snprintf(name, sizeof name, "many/f%02d", i);
+		close(open(name, O_CREAT | O_WRONLY, 0644));
+	}
+	int dfd = open("many", O_RDONLY | O_DIRECTORY);
+	int removed = 0;
+	char dbuf[64];
+	long got;
+	while ((got = syscall(SYS_getdents64, dfd, dbuf, sizeof dbuf)) > 0) {
+		for (long off = 0; off < got;) {
+			struct dirent64 *de = (struct dirent64 *)(dbuf + off);
+			off += de->d_reclen;
+			if (de->d_name[0] == '.')
+				continue;
+			removed += unlinkat(dfd, de->d_name, 0) == 0;
+		}
+	}
+	printf("removed %d, last getdents %ld\n", removed, got);
+	TRY("tiny getdents buffer", syscall(SYS_getdents64, dfd, dbuf, 8));
+	close(dfd);
+	TRY("rmdir many", rmdir("many"));
 
 	/* Descriptors. */
 	int a = fcntl(fd, F_DUPFD_CLOEXEC, 100);
