@@ -11,7 +11,9 @@
 set -eu
 cd "$(dirname "$0")/.."
 if [ "$#" -eq 0 ]; then
-    set -- . sframe kmodel emu lab
+    # The workspace's members, as Cargo.toml lists them, and the root package.
+    # shellcheck disable=SC2046
+    set -- . $(sed -n '/^members/{s/.*\[//;s/\].*//;s/[",]/ /g;p}' Cargo.toml)
 fi
 exec python3 - "$@" <<'PY'
 import os
@@ -91,7 +93,7 @@ def resolve(mods, here, segments):
         base = here
     elif head == "super":
         base = here
-        while rest[:0] == [] and head == "super":
+        while head == "super":
             base = base[:-1]
             if rest and rest[0] == "super":
                 head, rest = rest[0], rest[1:]

@@ -3,8 +3,12 @@
 # as arguments) that are not installed yet. Runs apt-get only when something
 # is missing (as root, or through sudo), always with --no-install-recommends:
 # the list must name everything.
+#
+#   scripts/install-deps.sh --check   only print the missing ones, one a line
 set -euo pipefail
 here=$(dirname "$0")
+check=false
+if [ "${1:-}" = --check ]; then check=true; shift; fi
 if [ $# -eq 0 ]; then
   mapfile -t pkgs < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' -e 's/[[:space:]]//g' "$here/debian-packages.txt")
 else
@@ -16,6 +20,10 @@ for pkg in "${pkgs[@]}"; do
     missing+=("$pkg")
   fi
 done
+if $check; then
+  printf '%s\n' "${missing[@]+"${missing[@]}"}" | sed '/^$/d'
+  exit 0
+fi
 if [ ${#missing[@]} -eq 0 ]; then
   echo "deps: all ${#pkgs[@]} Debian packages present"
   exit 0

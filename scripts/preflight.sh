@@ -15,12 +15,9 @@ declare -A why=()   # package -> what failed, "; "-separated
 need() { # need PACKAGE WHAT
   if [ -z "${why[$1]+x}" ]; then order+=("$1"); why[$1]=$2; else why[$1]+="; $2"; fi
 }
-have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 
 # Every listed package must be installed (nothing may come from Recommends).
-while read -r pkg; do
-  have_pkg "$pkg" || need "$pkg" "not installed"
-done < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' -e 's/[[:space:]]//g' "$here/debian-packages.txt")
+while read -r pkg; do need "$pkg" "not installed"; done < <("$here/install-deps.sh" --check)
 
 # Tools, by the package that provides them.
 tool() { command -v "$1" >/dev/null 2>&1 || need "$2" "$1 not found"; }

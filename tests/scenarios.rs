@@ -126,28 +126,51 @@ fn broken_scenarios_fail_with_a_clear_message_and_status_2() {
     }
 }
 
+/// Runs a scenario on the x86-64 lab guest (`recurse 50`) with these
+/// tracers and events (JSON arrays), expecting exit 0: what `unwindlab run`
+/// printed, and its exit status.
+fn run_recurse(name: &str, tracers: &str, events: &str) -> (String, Option<i32>) {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let guest = Path::new(env!("CARGO_MANIFEST_DIR")).join("guests/bin/x86_64/lab-v3");
+    let text = format!(
+        r#"{{"name":"{name}","machine":{{"arch":"x86_64"}},
+            "guests":[{{"name":"lab","path":{:?},"args":["recurse","50"]}}],
+            "tracers":{tracers}, "events":{events},
+            "expect":{{"exit":{{"lab":0}}}}}}"#,
+        guest.display().to_string()
+    );
+    let file = dir.join(format!("{name}.json"));
+    std::fs::write(&file, text).unwrap();
+    let out = unwindlab(&["run", file.to_str().unwrap()]);
+    (String::from_utf8_lossy(&out.stdout).into_owned(), out.status.code())
+}
+
 /// Cancelling one tracer twice is a kernel bug upstream (the second
 /// `unwind_deferred_cancel()` computes `BIT(-1)` and deletes the list entry
 /// again): the run reports invariant P1, and with `expect` it fails.
 #[test]
 fn a_tracer_cancelled_twice_is_reported() {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("double-cancel");
-    std::fs::create_dir_all(&dir).unwrap();
-    let guest = Path::new(env!("CARGO_MANIFEST_DIR")).join("guests/bin/x86_64/lab-v3");
-    let text = format!(
-        r#"{{"name":"double-cancel","machine":{{"arch":"x86_64"}},
-            "guests":[{{"name":"lab","path":{:?},"args":["recurse","50"]}}],
-            "tracers":[{{"kind":"perf","name":"perf","period":2003}},{{"kind":"ftrace","name":"ftrace"}}],
-            "events":[{{"at":5000,"action":"cancel","tracer":"ftrace"}},{{"at":9000,"action":"cancel","tracer":"ftrace"}}],
-            "expect":{{"exit":{{"lab":0}}}}}}"#,
-        guest.display().to_string()
+    let (stdout, status) = run_recurse(
+        "double-cancel",
+        r#"[{"kind":"perf","name":"perf","period":2003},{"kind":"ftrace","name":"ftrace"}]"#,
+        r#"[{"at":5000,"action":"cancel","tracer":"ftrace"},{"at":9000,"action":"cancel","tracer":"ftrace"}]"#,
     );
-    let file = dir.join("double-cancel.json");
-    std::fs::write(&file, text).unwrap();
-    let out = unwindlab(&["run", file.to_str().unwrap()]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(1), "an expectation failed: {stdout}");
+    assert_eq!(status, Some(1), "an expectation failed: {stdout}");
     assert!(stdout.contains("INVARIANT VIOLATIONS: 1"), "{stdout}");
     assert!(stdout.contains("invariant P1 violated: work 1 (ftrace) cancelled twice"), "{stdout}");
     assert!(stdout.contains("EXPECTATION FAILED: 1 invariant violation(s)"), "{stdout}");
+}
+
+/// Two perf sessions share perf's one work: cancelling both cancels that
+/// work once, which is no double cancel.
+#[test]
+fn two_perf_sessions_cancelled_are_not_a_double_cancel() {
+    let (stdout, status) = run_recurse(
+        "two-perf-cancel",
+        r#"[{"kind":"perf","name":"p1","period":2003},{"kind":"perf","name":"p2","period":3001}]"#,
+        r#"[{"at":5000,"action":"cancel","tracer":"p1"},{"at":9000,"action":"cancel","tracer":"p2"}]"#,
+    );
+    assert_eq!(status, Some(0), "{stdout}");
+    assert!(!stdout.contains("INVARIANT VIOLATIONS"), "{stdout}");
 }

@@ -29,17 +29,11 @@ pub fn config(elf: &OsStr, args: &[OsString], record_syscalls: bool) -> Config {
     }
 }
 
-/// Loads `elf` and runs it with `args` to its exit ([`config`]). With
+/// Loads `elf` and runs it to its exit with `config` (from [`config`],
+/// changed as the caller wants: another root or library prefix). With
 /// `trace`, system calls are recorded and every event (calls and warnings)
 /// is passed to it as it happens: the run stops after each call, so its
 /// line comes before anything the guest writes next.
-pub fn run(elf: &OsStr, args: &[OsString], trace: Option<&mut dyn FnMut(&Event)>) -> Result<Exit, Error> {
-    let config = config(elf, args, trace.is_some());
-    run_config(elf, config, trace)
-}
-
-/// Like [`run`], with `config` (from [`config`], changed as the caller
-/// wants: another root or library prefix).
 pub fn run_config(elf: &OsStr, config: Config, mut trace: Option<&mut dyn FnMut(&Event)>) -> Result<Exit, Error> {
     let mut emu = Emulator::load(elf, config)?;
     let limit = if trace.is_some() { RunLimit::to_exit().and_syscalls() } else { RunLimit::to_exit() };

@@ -77,3 +77,20 @@ fn truncations_and_corruptions_never_panic() {
         }
     }
 }
+
+/// The file offset of the first program header of type `p_type` in `bytes`.
+fn phdr_offset(bytes: &[u8], p_type: u32) -> usize {
+    let elf = goblin::elf::Elf::parse(bytes).expect("an ELF file");
+    let i = elf.program_headers.iter().position(|ph| ph.p_type == p_type).expect("no such header");
+    elf.header.e_phoff as usize + i * usize::from(elf.header.e_phentsize)
+}
+
+#[test]
+fn an_sframe_segment_past_the_address_space_is_refused() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../guests/bin/x86_64/lab-v3");
+    let mut bytes = std::fs::read(path).unwrap();
+    let at = phdr_offset(&bytes, sframe::elf::PT_GNU_SFRAME);
+    bytes[at + 40..at + 48].copy_from_slice(&u64::MAX.to_le_bytes()); // p_memsz
+    let err = load_error("big-sframe", &bytes);
+    assert!(err.starts_with("big-sframe: PT_GNU_SFRAME"), "{err}");
+}

@@ -31,9 +31,8 @@ impl Kernel {
     /// new tracer never sees the cancelled one's bits in any task.
     pub fn unwind_deferred_init(&mut self, name: &str) -> (WorkId, i32) {
         let id = WorkId(self.works.len());
-        self.works.push(UnwindWork { name: name.to_string(), bit: 0, listed: false, waiting: false });
+        self.works.push(UnwindWork { name: name.to_string(), bit: 0, listed: false });
         if self.callback_mutex_held() {
-            self.works[id.0].waiting = true;
             self.mutex_waiters.push_back(MutexWaiter::Init(id));
             self.log(0, None, EventKind::MutexWait { work: id, call: "unwind_deferred_init" });
             return (id, INIT_WAITING);
@@ -49,7 +48,6 @@ impl Kernel {
 
     /// The part of `unwind_deferred_init()` under `callback_mutex`.
     fn init_locked(&mut self, id: WorkId) -> i32 {
-        self.works[id.0].waiting = false;
         let (ret, bit) = if self.global_mask == self.all_bits() {
             (EBUSY, None)
         } else {

@@ -113,8 +113,6 @@ pub struct UnwindWork {
     pub bit: i32,
     /// On the callbacks list.
     pub listed: bool,
-    /// Its `unwind_deferred_init()` waits for `callback_mutex`.
-    pub waiting: bool,
 }
 
 /// A call blocked on `callback_mutex` (held by a cancel across its grace
@@ -316,6 +314,12 @@ impl Kernel {
     /// The work, which the caller knows exists.
     pub fn work(&self, work: WorkId) -> &UnwindWork {
         &self.works[work.0]
+    }
+
+    /// Whether `work`'s `unwind_deferred_init()` still waits for
+    /// `callback_mutex` (a cancel is in its grace period).
+    pub fn init_waiting(&self, work: WorkId) -> bool {
+        self.mutex_waiters.contains(&MutexWaiter::Init(work))
     }
 
     /// The callbacks list, head first (newest registration first).

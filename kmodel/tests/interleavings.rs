@@ -88,7 +88,7 @@ fn run(cfg: Config, actions: &[(usize, Action)]) -> Outcome {
             *hits.borrow_mut() += 1;
             // A new tracer requests once its init has returned.
             for work in std::mem::take(&mut fresh) {
-                if k.work(work).waiting {
+                if k.init_waiting(work) {
                     fresh.push(work);
                 } else {
                     k.nmi_request(cpu, work, None, &*mem);
@@ -313,7 +313,7 @@ fn init_and_cancel_wait_for_a_cancel_in_its_grace_period() {
             assert_eq!(k.cancels_waiting(), [a]);
             assert_ne!(k.task(t).info.mask & (1 << 2), 0, "a's bit is still set in the task");
             let (new, ret) = k.unwind_deferred_init("c");
-            assert_eq!((ret, k.work(new).bit, k.work(new).waiting), (INIT_WAITING, 0, true));
+            assert_eq!((ret, k.work(new).bit, k.init_waiting(new)), (INIT_WAITING, 0, true));
             assert_eq!(k.nmi_request(cpu, new, None, &*mem).0, EINVAL, "its init has not returned");
             k.unwind_deferred_cancel(b);
             assert!(k.work(b).bit > 0 && k.callbacks().contains(&b), "b's cancel waits: b is still registered");

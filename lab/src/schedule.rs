@@ -35,6 +35,10 @@ pub(crate) struct Run<'s> {
     tracer_works: BTreeMap<String, WorkId>,
     /// Tracers cancelled so far, in order.
     pub(crate) cancelled: Vec<String>,
+    /// Works cancelled so far, with the tracer whose cancel did it: every
+    /// deferred perf session shares perf's one work, so cancelling a second
+    /// session must not cancel that work again.
+    cancelled_works: BTreeMap<WorkId, String>,
     /// Virtual time spent in slow system calls (added to instructions).
     in_kernel: u64,
     /// Index of the next timed event.
@@ -54,6 +58,7 @@ impl<'s> Run<'s> {
             extra: Vec::new(),
             tracer_works: BTreeMap::new(),
             cancelled: Vec::new(),
+            cancelled_works: BTreeMap::new(),
             in_kernel: 0,
             next_event: 0,
         };
@@ -140,8 +145,13 @@ impl<'s> Run<'s> {
                 }
                 Action::Cancel { tracer } => {
                     if let Some(&work) = self.tracer_works.get(tracer) {
-                        // A second cancel is the model's P1 violation, reported.
-                        self.k.unwind_deferred_cancel(work);
+                        // The same tracer cancelled again cancels its work
+                        // again: the model's P1 violation, reported. Another
+                        // perf session on perf's shared work does not.
+                        let by = self.cancelled_works.entry(work).or_insert_with(|| tracer.clone());
+                        if by == tracer {
+                            self.k.unwind_deferred_cancel(work);
+                        }
                         if !self.cancelled.contains(tracer) {
                             self.cancelled.push(tracer.clone());
                         }

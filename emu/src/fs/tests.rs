@@ -12,7 +12,7 @@ fn overlay_only() -> Vfs {
 }
 
 fn symlink(fs: &mut Vfs, at: &[u8], target: &[u8]) {
-    let meta = Meta { mode: 0o777, ino: fs.new_ino(), mtime_ns: 0 };
+    let meta = fs.new_meta(0o777, 0);
     fs.nodes.insert(at.to_vec(), Node::Symlink(meta, target.to_vec()));
 }
 
@@ -86,7 +86,7 @@ fn the_overlay_hides_and_adds_to_the_host_tree() {
     assert_eq!(names(&fs, b"/d"), ["m", "sub", "z"]);
     assert!(fs.lookup(b"/d/a", &FdTable::stdio()).is_none());
     // A directory made where a host one was removed shows none of its entries.
-    let meta = Meta { mode: 0o755, ino: fs.new_ino(), mtime_ns: 0 };
+    let meta = fs.new_meta(0o755, 0);
     fs.nodes.insert(b"/d/sub".to_vec(), Node::Dir(meta, true));
     assert_eq!(names(&fs, b"/d/sub"), Vec::<String>::new());
     assert!(fs.lookup(b"/d/sub/f", &FdTable::stdio()).is_none());

@@ -97,9 +97,11 @@ impl Vfs {
     }
 
     /// A fresh inode number for an overlay file.
-    pub(crate) fn new_ino(&mut self) -> u64 {
+    /// The metadata of a new overlay node: permission bits `mode`, a fresh
+    /// inode number, modified at `now_ns`.
+    pub(crate) fn new_meta(&mut self, mode: u32, now_ns: u64) -> Meta {
         self.next_ino += 1;
-        self.next_ino
+        Meta { mode, ino: self.next_ino, mtime_ns: now_ns }
     }
 
     /// Adds a file with `data` at `path` (relative to the working
@@ -115,11 +117,11 @@ impl Vfs {
                 break;
             }
             if !matches!(self.nodes.get(&at), Some(Node::Dir(..))) {
-                let meta = Meta { mode: 0o755, ino: self.new_ino(), mtime_ns: now_ns };
+                let meta = self.new_meta(0o755, now_ns);
                 self.nodes.insert(at.clone(), Node::Dir(meta, false));
             }
         }
-        let meta = Meta { mode: 0o644, ino: self.new_ino(), mtime_ns: now_ns };
+        let meta = self.new_meta(0o644, now_ns);
         self.used += data.len() as u64;
         self.nodes.insert(abs, Node::File(Rc::new(RefCell::new(OverlayFile { data: data.to_vec(), meta }))));
     }

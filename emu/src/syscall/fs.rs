@@ -189,11 +189,7 @@ fn open_path(emu: &mut Emulator, dirfd: u64, path_addr: u64, flags: u64, mode: u
                 return fail(EISDIR);
             }
             check_creatable(&r.path)?;
-            let meta = Meta {
-                mode: (mode as u32) & 0o7777 & !emu.fs.umask,
-                ino: emu.fs.new_ino(),
-                mtime_ns: super::time::wall_now_ns(emu),
-            };
+            let meta = new_meta(emu, (mode as u32) & 0o7777 & !emu.fs.umask);
             let file = Rc::new(RefCell::new(OverlayFile { data: Vec::new(), meta }));
             emu.fs.nodes.insert(r.path.clone(), Node::File(file.clone()));
             FileKind::Overlay(file)
@@ -507,11 +503,7 @@ fn mkdir_common(emu: &mut Emulator, dirfd: u64, path: u64, mode: u64) -> SysResu
     charge_node(emu, &r.path)?;
     // Replacing a removed host directory: its old entries must stay hidden.
     let opaque = matches!(emu.fs.nodes.get(&r.path), Some(Node::Whiteout));
-    let meta = Meta {
-        mode: (mode as u32) & 0o7777 & !emu.fs.umask,
-        ino: emu.fs.new_ino(),
-        mtime_ns: super::time::wall_now_ns(emu),
-    };
+    let meta = new_meta(emu, (mode as u32) & 0o7777 & !emu.fs.umask);
     emu.fs.nodes.insert(r.path, Node::Dir(meta, opaque));
     ok(0)
 }
@@ -677,7 +669,7 @@ fn symlink_common(emu: &mut Emulator, target: u64, dirfd: u64, path: u64) -> Sys
     }
     check_creatable(&r.path)?;
     charge(emu, NODE_COST + (r.path.len() + target.len()) as u64)?;
-    let meta = Meta { mode: 0o777, ino: emu.fs.new_ino(), mtime_ns: super::time::wall_now_ns(emu) };
+    let meta = new_meta(emu, 0o777);
     emu.fs.nodes.insert(r.path, Node::Symlink(meta, target));
     ok(0)
 }
@@ -739,4 +731,10 @@ pub(super) fn ftruncate(emu: &mut Emulator, [fd, len, ..]: [u64; 6]) -> SysResul
         FileKind::Stdin | FileKind::Stdout | FileKind::Stderr => fail(EINVAL),
         _ => fail(EBADF),
     }
+}
+
+/// The metadata of a node the guest creates now with permission bits `mode`.
+fn new_meta(emu: &mut Emulator, mode: u32) -> Meta {
+    let now = super::time::wall_now_ns(emu);
+    emu.fs.new_meta(mode, now)
 }

@@ -12,7 +12,7 @@ use crate::event::EventKind;
 use crate::kernel::{Kernel, TaskState};
 use crate::memory::{copy_user, Access, CopiedStack, MemError, UserMemory};
 use crate::types::{Cookie, Tid, WorkId};
-use crate::unwind::{unwind_user, Method};
+use crate::unwind::{unwind_user, unwind_user_dry_run, Method};
 
 impl Kernel {
     /// `perf_event_init()`'s `unwind_deferred_init(&perf_unwind_work, …)`,
@@ -112,7 +112,8 @@ impl Kernel {
         };
         let mut cfg = self.opts.unwind.clone();
         cfg.order = vec![Method::Fp];
-        let trace = unwind_user(&regs, mem, &mut self.mms[mm.0].sframe, Access::NoFault, &cfg);
+        // Frame pointers alone never touch the SFrame registry.
+        let trace = unwind_user_dry_run(&regs, mem, &self.mms[mm.0].sframe, Access::NoFault, &cfg);
         if trace.would_fault {
             self.tracers.nmi_would_fault += 1;
         }

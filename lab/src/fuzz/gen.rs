@@ -9,9 +9,10 @@ use std::sync::OnceLock;
 use arbitrary::{Result as ArbResult, Unstructured};
 use serde_json::{json, Map, Value};
 
+use kmodel::arch::Arch;
+
 use super::limits::MAX_TIME;
 
-pub(super) const ARCHES: [&str; 3] = ["x86_64", "aarch64", "s390x"];
 /// Guest names; the last is never given to a guest (a dangling reference).
 pub(super) const GUEST_NAMES: [&str; 4] = ["a", "b", "c", "nobody"];
 pub(super) const WORKLOADS: [&str; 7] = ["recurse", "compute", "sleep", "exit", "sigexit", "signal", "nonsense"];
@@ -48,7 +49,7 @@ pub(super) fn committed_guests() -> &'static BTreeMap<String, Vec<u8>> {
     static GUESTS: OnceLock<BTreeMap<String, Vec<u8>>> = OnceLock::new();
     GUESTS.get_or_init(|| {
         let mut guests = BTreeMap::new();
-        for arch in ARCHES {
+        for arch in Arch::ALL.map(Arch::name) {
             let Ok(dir) = std::fs::read_dir(guests_dir().join(arch)) else { continue };
             for entry in dir.flatten() {
                 if let Ok(bytes) = std::fs::read(entry.path()) {
@@ -292,7 +293,7 @@ impl Gen<'_, '_> {
 
     /// A whole scenario.
     fn scenario(&mut self) -> ArbResult<Value> {
-        let arch = *self.choose(&ARCHES)?;
+        let arch = *self.choose(&Arch::ALL.map(Arch::name))?;
         let mut s = Map::new();
         s.insert("name".into(), json!(format!("fuzz-{arch}")));
         if self.one_in(8)? {
