@@ -23,6 +23,18 @@ pub(crate) const AT_FDCWD: u64 = -100i64 as u64;
 pub(crate) const O_ACCMODE: u64 = 3;
 /// Open flags that make the `mode` argument count.
 pub(crate) const O_CREAT: u64 = 0o100;
+/// `O_EXCL`.
+pub(crate) const O_EXCL: u64 = 0o200;
+/// `O_NOCTTY`.
+pub(crate) const O_NOCTTY: u64 = 0o400;
+/// `O_TRUNC`.
+pub(crate) const O_TRUNC: u64 = 0o1000;
+/// `O_APPEND`.
+pub(crate) const O_APPEND: u64 = 0o2000;
+/// `O_CLOEXEC`.
+pub(crate) const O_CLOEXEC: u64 = 0o2_000_000;
+/// `O_PATH`.
+pub(crate) const O_PATH: u64 = 0o10_000_000;
 /// `__O_TMPFILE` (the kernel's bit; `O_TMPFILE` adds `O_DIRECTORY`).
 pub(crate) const O_TMPFILE: u64 = 0o20_000_000;
 /// The mapping-type field of mmap flags.
@@ -39,10 +51,10 @@ named! {
 #[rustfmt::skip]
 pub(crate) static OPEN_BITS: &[(&str, [u64; 3])] = &[
     ("O_CREAT",     [O_CREAT; 3]),
-    ("O_EXCL",      [0o200; 3]),
-    ("O_NOCTTY",    [0o400; 3]),
-    ("O_TRUNC",     [0o1000; 3]),
-    ("O_APPEND",    [0o2000; 3]),
+    ("O_EXCL",      [O_EXCL; 3]),
+    ("O_NOCTTY",    [O_NOCTTY; 3]),
+    ("O_TRUNC",     [O_TRUNC; 3]),
+    ("O_APPEND",    [O_APPEND; 3]),
     ("O_NONBLOCK",  [0o4000; 3]),
     ("O_DSYNC",     [0o10_000; 3]),
     ("O_ASYNC",     [0o20_000; 3]),
@@ -51,11 +63,17 @@ pub(crate) static OPEN_BITS: &[(&str, [u64; 3])] = &[
     ("O_DIRECTORY", [0o200_000, 0o40_000, 0o200_000]),
     ("O_NOFOLLOW",  [0o400_000, 0o100_000, 0o400_000]),
     ("O_NOATIME",   [0o1_000_000; 3]),
-    ("O_CLOEXEC",   [0o2_000_000; 3]),
+    ("O_CLOEXEC",   [O_CLOEXEC; 3]),
     ("__O_SYNC",    [0o4_000_000; 3]),
-    ("O_PATH",      [0o10_000_000; 3]),
+    ("O_PATH",      [O_PATH; 3]),
     ("__O_TMPFILE", [O_TMPFILE; 3]),
 ];
+
+/// The value of open flag `name` on `arch` (0 if there is no such flag).
+pub(crate) fn open_flag(arch: kmodel::arch::Arch, name: &str) -> u64 {
+    let column = crate::arch::index(arch);
+    OPEN_BITS.iter().find(|(n, _)| *n == name).map_or(0, |(_, v)| v[column])
+}
 
 named! {
     /// `AT_*` flags of the `*at` calls.

@@ -2,7 +2,10 @@
 //! getcwd/chdir, umask, mkdir, unlink/rmdir, rename, symlink, truncate; on
 //! the guest's file system ([`crate::fs`]), whose overlay takes every change.
 
-use super::abi::{AT_EMPTY_PATH, AT_FDCWD, AT_REMOVEDIR, AT_SYMLINK_NOFOLLOW, O_ACCMODE, O_CREAT, O_RDONLY, O_TMPFILE};
+use super::abi::{
+    AT_EMPTY_PATH, AT_FDCWD, AT_REMOVEDIR, AT_SYMLINK_NOFOLLOW, O_ACCMODE, O_CLOEXEC, O_CREAT, O_EXCL, O_NOCTTY,
+    O_PATH, O_RDONLY, O_TMPFILE, O_TRUNC,
+};
 use super::errno::{
     EACCES, EBADF, EBUSY, EEXIST, EINVAL, EISDIR, ELOOP, EMFILE, ENAMETOOLONG, ENOENT, ENOTDIR, ENOTEMPTY, EOPNOTSUPP,
     ERANGE, EXDEV,
@@ -21,16 +24,8 @@ use std::rc::Rc;
 
 /// Longest path the kernel accepts (`PATH_MAX`).
 const PATH_MAX: usize = 4096;
-/// `O_EXCL`.
-const O_EXCL: u64 = 0o200;
-/// `O_TRUNC`.
-const O_TRUNC: u64 = 0o1000;
-/// `O_CLOEXEC`.
-const O_CLOEXEC: u64 = 0o2_000_000;
-/// `O_PATH`.
-const O_PATH: u64 = 0o10_000_000;
 /// Open flags that only act at open: not kept in the description (`F_GETFL` omits them).
-const OPEN_ONLY: u64 = O_CREAT | O_EXCL | 0o400 | O_TRUNC | O_CLOEXEC;
+const OPEN_ONLY: u64 = O_CREAT | O_EXCL | O_NOCTTY | O_TRUNC | O_CLOEXEC;
 /// `RENAME_NOREPLACE`.
 const RENAME_NOREPLACE: u64 = 1;
 /// `X_OK` of `access`.
@@ -40,8 +35,7 @@ const STATX_BASIC_STATS: u64 = 0x7ff;
 
 /// The guest's value of open flag `name` (AArch64 numbers a few differently).
 fn oflag(emu: &Emulator, name: &str) -> u64 {
-    let column = crate::arch::index(emu.arch());
-    super::abi::OPEN_BITS.iter().find(|(n, _)| *n == name).map_or(0, |(_, v)| v[column])
+    super::abi::open_flag(emu.arch(), name)
 }
 
 /// Reads a path argument.

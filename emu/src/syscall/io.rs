@@ -3,8 +3,8 @@
 //! close, lseek, dup, fcntl, ioctl.
 
 use super::abi::{
-    F_DUPFD, F_DUPFD_CLOEXEC, F_GETFD, F_GETFL, F_SETFD, F_SETFL, O_ACCMODE, O_RDONLY, O_WRONLY, SEEK_CUR, SEEK_END,
-    SEEK_SET,
+    F_DUPFD, F_DUPFD_CLOEXEC, F_GETFD, F_GETFL, F_SETFD, F_SETFL, O_ACCMODE, O_APPEND, O_CLOEXEC, O_RDONLY, O_WRONLY,
+    SEEK_CUR, SEEK_END, SEEK_SET,
 };
 use super::errno::{EBADF, EINVAL, EISDIR, ENOTTY, ESPIPE};
 use super::outcome::{fail, ok, SysError, SysResult};
@@ -23,11 +23,8 @@ const MAX_RW_COUNT: u64 = 0x7fff_f000;
 const IOV_MAX: u64 = 1024;
 /// `FD_CLOEXEC`.
 const FD_CLOEXEC: u64 = 1;
-/// Status flags `F_SETFL` may change: `O_APPEND`, `O_NONBLOCK`, `O_ASYNC`, `O_DIRECT`, `O_NOATIME`
-/// (x86-64 and s390x numbering; AArch64's `O_DIRECT` differs and is ignored).
-const SETFL_MASK: u64 = 0o2000 | 0o4000 | 0o20_000 | 0o40_000 | 0o1_000_000;
-/// `O_APPEND`.
-const O_APPEND: u64 = 0o2000;
+/// Status flags `F_SETFL` may change (`fs/fcntl.c`'s `SETFL_MASK`).
+const SETFL_FLAGS: [&str; 5] = ["O_APPEND", "O_NONBLOCK", "O_ASYNC", "O_DIRECT", "O_NOATIME"];
 
 /// The description behind descriptor `fd`.
 pub(super) fn file(emu: &Emulator, fd: u64) -> Result<Rc<RefCell<OpenFile>>, SysError> {
@@ -289,7 +286,9 @@ pub(super) fn fcntl(emu: &mut Emulator, [fd, cmd, arg, ..]: [u64; 6]) -> SysResu
         F_GETFL => ok(file.borrow().flags),
         F_SETFL => {
             let mut f = file.borrow_mut();
-            f.flags = (f.flags & !SETFL_MASK) | (arg & SETFL_MASK);
+            // Per architecture: AArch64 numbers O_DIRECT differently.
+            let mask = SETFL_FLAGS.iter().fold(0, |m, name| m | super::abi::open_flag(emu.arch(), name));
+            f.flags = (f.flags & !mask) | (arg & mask);
             ok(0)
         }
         F_DUPFD | F_DUPFD_CLOEXEC => {
@@ -319,7 +318,6 @@ pub(super) fn dup2(emu: &mut Emulator, [old, new, ..]: [u64; 6]) -> SysResult {
 }
 
 pub(super) fn dup3(emu: &mut Emulator, [old, new, flags, ..]: [u64; 6]) -> SysResult {
-    const O_CLOEXEC: u64 = 0o2_000_000;
     if flags & !O_CLOEXEC != 0 || old == new {
         return fail(EINVAL);
     }

@@ -253,7 +253,7 @@ pub(crate) fn dispatch(emu: &mut Emulator, nr: u64) -> Result<SyscallRecord, Err
 /// passes them there: s390x's `mmap` is the old one, whose only register
 /// points at the six (`struct s390_mmap_arg_struct`, six `unsigned long`s).
 fn fetch(emu: &mut Emulator, def: &Def, regs: [u64; 6]) -> Result<[u64; 6], MemFault> {
-    if def.name != "mmap" || !emu.info().mmap_args_in_memory {
+    if !emu.info().mmap_args_in_memory || def.name != "mmap" {
         return Ok(regs);
     }
     let mut block = [0u64; 6];

@@ -15,9 +15,7 @@ use crate::process::{MONOTONIC_EPOCH_NS, NS_PER_SEC, REALTIME_EPOCH_NS};
 fn now_ns(emu: &Emulator, clock: u64) -> Option<u64> {
     let icount = emu.icount();
     match clock {
-        CLOCK_REALTIME | CLOCK_REALTIME_COARSE | CLOCK_REALTIME_ALARM | CLOCK_TAI => {
-            Some(REALTIME_EPOCH_NS + emu.clock.elapsed_ns(icount))
-        }
+        CLOCK_REALTIME | CLOCK_REALTIME_COARSE | CLOCK_REALTIME_ALARM | CLOCK_TAI => Some(wall_now_ns(emu)),
         CLOCK_MONOTONIC | CLOCK_MONOTONIC_RAW | CLOCK_MONOTONIC_COARSE | CLOCK_BOOTTIME | CLOCK_BOOTTIME_ALARM => {
             Some(MONOTONIC_EPOCH_NS + emu.clock.elapsed_ns(icount))
         }
@@ -59,7 +57,7 @@ pub(super) fn clock_getres(emu: &mut Emulator, [clock, res, ..]: [u64; 6]) -> Sy
 }
 
 pub(super) fn gettimeofday(emu: &mut Emulator, [tv, tz, ..]: [u64; 6]) -> SysResult {
-    let ns = REALTIME_EPOCH_NS + emu.clock.elapsed_ns(emu.icount());
+    let ns = wall_now_ns(emu);
     if tv != 0 {
         emu.write_uint(tv, 8, ns / NS_PER_SEC)?;
         emu.write_uint(tv + 8, 8, ns % NS_PER_SEC / 1000)?;
@@ -87,5 +85,5 @@ pub(super) fn clock_nanosleep(emu: &mut Emulator, [clock, flags, req, ..]: [u64;
 
 /// The virtual wall clock, for overlay timestamps.
 pub(super) fn wall_now_ns(emu: &Emulator) -> u64 {
-    crate::process::REALTIME_EPOCH_NS + emu.clock.elapsed_ns(emu.icount())
+    REALTIME_EPOCH_NS + emu.clock.elapsed_ns(emu.icount())
 }
