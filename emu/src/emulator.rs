@@ -119,6 +119,18 @@ pub struct Emulator {
     pub(crate) altstack: Option<(u64, u64)>,
     /// Address of the page with the sigreturn trampolines.
     pub(crate) trampoline: u64,
+    /// The system call the current process sleeps in, if it does.
+    pub(crate) blocked: Option<crate::sched::Blocked>,
+    /// While a system call runs again after sleeping: how it slept.
+    pub(crate) retry: Option<crate::sched::Blocked>,
+    /// The process on the CPU (the per-process fields above are its).
+    pub(crate) pid: crate::sched::Pid,
+    /// Every process, the current one included.
+    pub(crate) procs: std::collections::BTreeMap<crate::sched::Pid, crate::sched::Proc>,
+    /// The scheduler's bookkeeping.
+    pub(crate) sched: crate::sched::Sched,
+    /// What the guest may take of the host.
+    pub(crate) limits: crate::sched::Limits,
 }
 
 impl std::fmt::Debug for Emulator {
@@ -326,10 +338,11 @@ impl Emulator {
         self.image.sframe
     }
 
-    /// Instructions executed so far: those that completed (one that faults
-    /// counts when it runs again and completes). Always 0 with [`Tracking::Off`].
+    /// Instructions executed so far by all the processes together: those
+    /// that completed (one that faults counts when it runs again and
+    /// completes). Always 0 with [`Tracking::Off`].
     pub fn icount(&self) -> u64 {
-        self.tracker().icount
+        self.sched.base + (self.tracker().icount - self.sched.start)
     }
 
     /// How closely execution is followed ([`Config::tracking`](crate::Config::tracking)).
@@ -378,9 +391,10 @@ impl Emulator {
         self.brk
     }
 
-    /// How the process ended, once it has.
+    /// How the machine ended, once it has: the first process's status, once
+    /// every process has ended.
     pub fn exit_status(&self) -> Option<Exit> {
-        self.exit
+        self.machine_exit()
     }
 
     /// Everything the guest wrote to stdout (with [`Config::capture_output`](crate::Config::capture_output)).

@@ -30,6 +30,22 @@ pub enum Error {
         /// What does not fit.
         problem: String,
     },
+    /// The guest reached one of the [`Limits`](crate::Limits) (processes, instructions).
+    #[error("{file}: {problem}")]
+    Limit {
+        /// The program of the process that reached it.
+        file: String,
+        /// Which limit, and how.
+        problem: String,
+    },
+    /// Every process waits for something no process can do.
+    #[error("{file}: deadlock: every process waits ({waiting})")]
+    Deadlock {
+        /// The first process's program.
+        file: String,
+        /// Each process and what it waits for.
+        waiting: String,
+    },
     /// Unicorn refused an operation that the emulator relies on.
     #[error("{file}: emulator engine failed to {what}: {err:?}")]
     Engine {

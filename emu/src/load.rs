@@ -56,6 +56,12 @@ pub struct Config {
     /// How closely execution is followed: instruction count, exact stops and
     /// ground truth need at least [`Tracking::Blocks`] (the default).
     pub tracking: Tracking,
+    /// Instructions a process runs before the scheduler gives the CPU to the
+    /// next one that can run (with [`Tracking::Off`] processes switch only
+    /// when they block or end).
+    pub quantum: u64,
+    /// What the guest may take of the host (processes, memory, instructions).
+    pub limits: crate::sched::Limits,
 }
 
 impl Default for Config {
@@ -75,6 +81,8 @@ impl Default for Config {
             prefix: None,
             cwd: None,
             tracking: Tracking::default(),
+            quantum: 100_000,
+            limits: crate::sched::Limits::default(),
         }
     }
 }
@@ -92,12 +100,7 @@ impl Emulator {
     pub fn new(file: &str, bytes: &[u8], config: Config) -> Result<Emulator, Error> {
         let image = Image::parse(file, bytes)?;
         let machine = crate::arch::machine(image.arch);
-        let engine_err = |what| move |err| Error::Engine { file: file.to_string(), what, err };
-        let tracker = Tracker::new(machine.info(), config.tracking).map_err(|err| Error::Setup {
-            file: file.to_string(),
-            problem: format!("cannot set up the instruction decoder: {err}"),
-        })?;
-        let uc = hooks::create(machine, tracker).map_err(engine_err("start"))?;
+        let uc = new_engine(machine, config.tracking, file)?;
         let mut emu = Emulator {
             uc,
             machine,
@@ -123,16 +126,35 @@ impl Emulator {
             unknown_reported: std::collections::BTreeSet::new(),
             altstack: None,
             trampoline: 0,
+            blocked: None,
+            retry: None,
+            pid: crate::sched::FIRST_PID,
+            procs: crate::sched::first_process(),
+            sched: crate::sched::Sched {
+                quantum: config.quantum.max(1),
+                next_pid: crate::sched::FIRST_PID + 1,
+                ..Default::default()
+            },
+            limits: config.limits,
         };
-        emu.load_segments(bytes)?;
-        emu.trampoline = sigframe::map_trampoline(&mut emu)?;
-        // AT_RANDOM takes the first 16 bytes of the seeded stream.
-        let mut random = [0u8; 16];
-        emu.rng.fill(&mut random);
-        let sp = emu.build_stack(&config, random)?;
-        let entry = emu.image.entry;
-        machine.init_cpu(&mut emu.uc, entry, sp).map_err(engine_err("set up the CPU"))?;
+        let args = if config.args.is_empty() { vec![file.as_bytes().to_vec()] } else { config.args.clone() };
+        emu.load_program(bytes, &args, &config.env)?;
         Ok(emu)
+    }
+
+    /// Maps the program in `bytes` (already parsed into `self.image`) into
+    /// the current engine, which has nothing mapped: segments, sigreturn
+    /// trampolines, the initial stack with `args` and `env`; and points the
+    /// CPU at its entry. Used by loading and by `execve`.
+    pub(crate) fn load_program(&mut self, bytes: &[u8], args: &[Vec<u8>], env: &[Vec<u8>]) -> Result<(), Error> {
+        self.load_segments(bytes)?;
+        self.trampoline = sigframe::map_trampoline(self)?;
+        // AT_RANDOM takes the next 16 bytes of the seeded stream.
+        let mut random = [0u8; 16];
+        self.rng.fill(&mut random);
+        let sp = self.build_stack(args, env, random)?;
+        let entry = self.image.entry;
+        self.machine.init_cpu(&mut self.uc, entry, sp).map_err(self.engine_error("set up the CPU"))
     }
 
     /// Maps the `PT_LOAD` segments: file pages non-resident (the guest has
@@ -167,9 +189,8 @@ impl Emulator {
     }
 
     /// Maps the stack and writes the initial stack; returns the initial SP.
-    fn build_stack(&mut self, config: &Config, random: [u8; 16]) -> Result<u64, Error> {
+    fn build_stack(&mut self, args: &[Vec<u8>], env: &[Vec<u8>], random: [u8; 16]) -> Result<u64, Error> {
         let info = self.info();
-        let args = if config.args.is_empty() { vec![self.image.file.as_bytes().to_vec()] } else { config.args.clone() };
         let aux = [
             (at::PHDR, self.image.phdr),
             (at::PHENT, self.image.phent),
@@ -190,8 +211,8 @@ impl Emulator {
         let spec = StackSpec {
             endian: info.endian,
             top: layout::STACK_TOP,
-            args: &args,
-            env: &config.env,
+            args,
+            env,
             execfn: &args[0],
             platform: info.platform.as_bytes(),
             random,
@@ -212,6 +233,20 @@ impl Emulator {
         self.pages_mut().mark_resident(image.sp, image.bytes.len() as u64);
         Ok(image.sp)
     }
+}
+
+/// A fresh engine for `machine` following execution as `tracking` says
+/// (for the program `file`, named in errors).
+pub(crate) fn new_engine(
+    machine: &'static dyn crate::arch::Machine,
+    tracking: Tracking,
+    file: &str,
+) -> Result<crate::engine::Engine, Error> {
+    let tracker = Tracker::new(machine.info(), tracking).map_err(|err| Error::Setup {
+        file: file.to_string(),
+        problem: format!("cannot set up the instruction decoder: {err}"),
+    })?;
+    hooks::create(machine, tracker).map_err(|err| Error::Engine { file: file.to_string(), what: "start", err })
 }
 
 /// The file name made absolute, as the kernel reports `/proc/self/exe`.

@@ -186,7 +186,7 @@ pub struct PageStats {
 }
 
 /// The guest's memory map and page residency.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct PageTable {
     /// Areas by start address; they never overlap.
     areas: BTreeMap<u64, Area>,

@@ -57,8 +57,8 @@ impl NmiSource {
             match emu.run(RunLimit::icount(at))? {
                 Stop::Limit => return emu.nmi_point().map(Some),
                 Stop::Exit(_) => return Ok(None),
-                // `RunLimit::icount` asks for no syscall stops; keep going if one comes.
-                Stop::Syscall(_) => {}
+                // `RunLimit::icount` asks for neither syscall nor process stops.
+                Stop::Syscall(_) | Stop::Process(_) => {}
             }
         }
     }

@@ -9,8 +9,6 @@ use std::io::{Read as _, Write as _};
 pub(crate) const UID: u64 = 1000;
 /// The group ID the guest runs as.
 pub(crate) const GID: u64 = 1000;
-/// The guest's process (and only thread) ID.
-pub(crate) const PID: u64 = 1000;
 
 /// Where the guest's standard input comes from.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -165,6 +163,9 @@ pub(crate) struct Signals {
     pub(crate) pending: u64,
     /// `si_code` of each pending signal (`SI_USER` or `SI_TKILL`).
     pub(crate) sent_code: [i32; NSIG as usize + 1],
+    /// The mask `rt_sigsuspend` replaced, restored when the handler of the
+    /// signal that woke it returns.
+    pub(crate) suspend_restore: Option<u64>,
 }
 
 impl Default for Signals {
@@ -174,6 +175,7 @@ impl Default for Signals {
             blocked: 0,
             pending: 0,
             sent_code: [0; NSIG as usize + 1],
+            suspend_restore: None,
         }
     }
 }

@@ -9,6 +9,7 @@ use crate::memory::MemFault;
 use crate::sigframe::{self, si_code, Cause};
 use crate::signal;
 use crate::syscall::{self, SyscallRecord};
+use crate::sched::{ProcessEvent, Progress};
 use crate::track::{self, Tracking};
 use unicorn_engine::uc_error;
 
@@ -19,6 +20,8 @@ pub struct RunLimit {
     pub until_icount: Option<u64>,
     /// Stop after each serviced system call.
     pub after_syscall: bool,
+    /// Stop at each [`ProcessEvent`] (fork, exec, block, switch, exit).
+    pub process_events: bool,
 }
 
 impl RunLimit {
@@ -29,12 +32,17 @@ impl RunLimit {
 
     /// Run until the instruction count reaches `icount`.
     pub fn icount(icount: u64) -> Self {
-        RunLimit { until_icount: Some(icount), after_syscall: false }
+        RunLimit { until_icount: Some(icount), ..RunLimit::default() }
     }
 
     /// Also stop after each system call.
     pub fn and_syscalls(self) -> Self {
         RunLimit { after_syscall: true, ..self }
+    }
+
+    /// Also stop at each [`ProcessEvent`].
+    pub fn and_processes(self) -> Self {
+        RunLimit { process_events: true, ..self }
     }
 }
 
@@ -45,7 +53,9 @@ pub enum Stop {
     Limit,
     /// A system call was serviced (only with [`RunLimit::after_syscall`]).
     Syscall(SyscallRecord),
-    /// The process has ended.
+    /// Something happened to a process (only with [`RunLimit::process_events`]).
+    Process(ProcessEvent),
+    /// The machine has ended: every process has; this is the first one's status.
     Exit(Exit),
 }
 
@@ -68,16 +78,60 @@ impl Emulator {
         let stop_at = limit.until_icount.unwrap_or(u64::MAX);
         loop {
             if let Some(exit) = self.exit {
-                return Ok(Stop::Exit(exit));
+                if !self.cur().exit_reported {
+                    self.cur_mut().exit_reported = true;
+                    if limit.process_events {
+                        return Ok(Stop::Process(ProcessEvent::Exit { pid: self.pid, exit }));
+                    }
+                }
+                self.end_current(exit);
+                if let Some(exit) = self.schedule(Progress::Ended)? {
+                    return Ok(Stop::Exit(exit));
+                }
+                continue;
+            }
+            if let Some(event) = self.sched.events.pop_front() {
+                if limit.process_events {
+                    return Ok(Stop::Process(event));
+                }
+                continue;
             }
             if self.icount() >= stop_at {
                 return Ok(Stop::Limit);
             }
+            self.check_instruction_limit()?;
+            if self.in_vfork(self.pid) {
+                self.schedule(Progress::Waiting)?;
+                continue;
+            }
+            if let Some(blocked) = self.blocked {
+                match self.retry_blocked(blocked)? {
+                    None => {
+                        self.schedule(Progress::Waiting)?;
+                        continue;
+                    }
+                    Some(record) => {
+                        self.sched.idle = 0;
+                        if limit.after_syscall {
+                            if let Some(record) = record {
+                                return Ok(Stop::Syscall(record));
+                            }
+                        }
+                        continue;
+                    }
+                }
+            }
+            if self.quantum_over() {
+                self.schedule(Progress::Preempted)?;
+                continue;
+            }
             if self.deliver_pending_signals()? {
                 continue;
             }
+            // Run no further than the stop asked for and the end of the quantum.
+            let local_stop = self.local_stop(stop_at);
             let shared = self.uc.get_data_mut();
-            shared.tracker.stop_at = stop_at;
+            shared.tracker.stop_at = local_stop;
             shared.trap = None;
             // A stop inside a block: run that block alone up to the stop (see `track`).
             let cut = shared.tracker.cut.take();
@@ -109,14 +163,15 @@ impl Emulator {
             if let Some(err) = shared.hook_error.take() {
                 return Err(self.engine_error("handle a trap")(err));
             }
+            self.sched.idle = 0;
             if let (Some(cut), None, Ok(())) = (cut, trap, result) {
-                if self.icount() != stop_at {
+                if self.own_icount() != local_stop {
                     return Err(Error::Setup {
                         file: self.image.file.clone(),
                         problem: format!(
-                            "the engine did not stop at instruction {stop_at} (at {:#x}) but after {}",
+                            "the engine did not stop at instruction {local_stop} (at {:#x}) but after {}",
                             cut.at,
-                            self.icount()
+                            self.own_icount()
                         ),
                     });
                 }
@@ -125,7 +180,10 @@ impl Emulator {
             match (trap, result) {
                 (Some(Trap::Syscall(nr)), _) => {
                     let record = syscall::dispatch(self, nr)?;
-                    if limit.after_syscall {
+                    if let Some(blocked) = self.blocked {
+                        let event = ProcessEvent::Block { pid: self.pid, syscall: blocked.name };
+                        self.sched.events.push_back(event);
+                    } else if limit.after_syscall {
                         return Ok(Stop::Syscall(record));
                     }
                 }
@@ -142,7 +200,7 @@ impl Emulator {
                 }
                 (None, Ok(())) => {
                     let cut_pending = self.tracker().cut.is_some();
-                    if self.icount() < stop_at && !cut_pending {
+                    if self.own_icount() < local_stop && !cut_pending {
                         // The engine stopped without a reason: the guest jumped to
                         // address 0, which Unicorn treats as the end of the run.
                         let pc = self.reg(self.info().pc)?;
@@ -181,12 +239,12 @@ impl Emulator {
         }
     }
 
-    /// Runs the process to its end.
+    /// Runs the machine to its end (every process).
     pub fn run_to_exit(&mut self) -> Result<Exit, Error> {
-        match self.run(RunLimit::to_exit())? {
-            Stop::Exit(exit) => Ok(exit),
-            // Neither a limit nor syscall stops were asked for.
-            Stop::Limit | Stop::Syscall(_) => unreachable!("run without limits stopped early"),
+        loop {
+            if let Stop::Exit(exit) = self.run(RunLimit::to_exit())? {
+                return Ok(exit);
+            }
         }
     }
 

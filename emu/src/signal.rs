@@ -16,6 +16,8 @@ pub const SIGFPE: u32 = 8;
 pub const SIGKILL: u32 = 9;
 /// Invalid memory reference.
 pub const SIGSEGV: u32 = 11;
+/// Write to a pipe nobody reads.
+pub const SIGPIPE: u32 = 13;
 /// Child stopped or exited.
 pub const SIGCHLD: u32 = 17;
 /// Continue.

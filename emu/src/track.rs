@@ -355,6 +355,17 @@ impl Tracker {
         })
     }
 
+    /// The ground truth a `fork` child starts with: the parent's stacks, at
+    /// the child's own instruction count 0, nothing decoded yet.
+    pub(crate) fn fork(&self, info: &ArchInfo) -> Result<Tracker, capstone::Error> {
+        let mut child = Tracker::new(info, self.mode)?;
+        child.stack = self.stack.clone();
+        if let (Some(mine), Some(theirs)) = (&mut child.reference, &self.reference) {
+            mine.stack = theirs.stack.clone();
+        }
+        Ok(child)
+    }
+
     /// Forgets decoded code (the memory map changed, so addresses may now
     /// hold other instructions).
     pub(crate) fn forget_code(&mut self) {

@@ -208,6 +208,7 @@ impl<'s> Run<'s> {
                 Stop::Syscall(record) if record.name.starts_with("exit") => {}
                 Stop::Syscall(record) => self.syscall(g, record.name, stop_after)?,
                 Stop::Exit(exit) => self.exit(g, exit, stop_after)?,
+                Stop::Process(_) => {}
             }
         }
         Ok(())

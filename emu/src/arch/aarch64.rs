@@ -91,6 +91,8 @@ pub(crate) static INFO: ArchInfo = ArchInfo {
         args: [R::X0 as i32, R::X1 as i32, R::X2 as i32, R::X3 as i32, R::X4 as i32, R::X5 as i32],
         ret: R::X0 as i32,
     },
+    syscall_len: 4,
+    clone_args: [0, 1, 2, 4, 3],
     entry: SyscallEntry::Interrupt(EXCP_SWI),
     // FP, ASIMD, AES, PMULL, SHA1, SHA2, CRC32: Unicorn's default Cortex-A72.
     // HWCAP_CPUID is left out so glibc does not read MIDR_EL1.

@@ -89,6 +89,13 @@ pub struct ArchInfo {
     pub gpr_names: &'static [&'static str],
     /// The system call convention.
     pub syscall: SyscallConv,
+    /// Bytes of the system-call instruction (`syscall`, `svc`): a call
+    /// restarted after a signal handler runs it again from there.
+    pub syscall_len: u64,
+    /// Where `clone` takes flags, new SP, parent TID pointer, child TID
+    /// pointer and TLS, as argument indices (the order differs: x86-64's,
+    /// the generic `CLONE_BACKWARDS`, s390x's `CLONE_BACKWARDS2`).
+    pub clone_args: [usize; 5],
     /// How system calls are entered.
     pub entry: SyscallEntry,
     /// `AT_HWCAP`: features glibc may rely on, limited to what Unicorn's CPU has.

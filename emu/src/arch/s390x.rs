@@ -102,6 +102,8 @@ pub(crate) static INFO: ArchInfo = ArchInfo {
         args: [R::R2 as i32, R::R3 as i32, R::R4 as i32, R::R5 as i32, R::R6 as i32, R::R7 as i32],
         ret: R::R2 as i32,
     },
+    syscall_len: 2,
+    clone_args: [1, 0, 2, 3, 4],
     entry: SyscallEntry::Interrupt(EXCP_SVC),
     // ESAN3, ZARCH, STFLE, LDISP, EIMM, HIGH_GPRS. No VXRS: glibc then keeps to
     // its z196 baseline routines, which Unicorn's CPU model fully implements.

@@ -67,6 +67,8 @@ static INFO: ArchInfo = ArchInfo {
         args: [R::RDI as i32, R::RSI as i32, R::RDX as i32, R::R10 as i32, R::R8 as i32, R::R9 as i32],
         ret: R::RAX as i32,
     },
+    syscall_len: 2,
+    clone_args: [0, 1, 2, 3, 4],
     entry: SyscallEntry::Instruction,
     // CPUID.1:EDX of Unicorn's qemu64 CPU, which is what Linux puts here.
     hwcap: 0x078b_fbfd,

@@ -34,6 +34,8 @@ pub(crate) enum FileKind {
     Zero,
     /// `/dev/urandom`.
     Random,
+    /// One end of a pipe.
+    Pipe(super::PipeEnd),
 }
 
 /// An open-file description.
@@ -69,8 +71,9 @@ pub(crate) struct Desc {
     pub(crate) cloexec: bool,
 }
 
-/// A process's descriptor table.
-#[derive(Debug, Default)]
+/// A process's descriptor table (a `fork` copies it: the copies share
+/// their open-file descriptions).
+#[derive(Debug, Default, Clone)]
 pub(crate) struct FdTable {
     map: BTreeMap<u64, Desc>,
 }

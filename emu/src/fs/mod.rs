@@ -16,6 +16,7 @@
 mod fdtable;
 mod overlay;
 mod path;
+mod pipe;
 mod synth;
 
 mod name;
@@ -26,6 +27,7 @@ pub(crate) use fdtable::{Desc, FdTable, FileKind, OpenFile};
 pub(crate) use name::parent;
 pub(crate) use overlay::{file_stat as overlay_stat, Meta, Node, OverlayFile};
 pub(crate) use path::Resolved;
+pub(crate) use pipe::{PipeEnd, PipeRead, PipeWrite};
 pub(crate) use synth::Synth;
 pub(crate) use types::*;
 pub use vfs::{default_prefix, fnv1a};

@@ -4,7 +4,7 @@
 
 use super::fdtable::FdTable;
 use super::types::{dtype, DirEntry, Kind, Stat, OVERLAY_DEV, S_IFCHR, S_IFDIR, S_IFLNK, S_IFREG};
-use crate::process::{GID, PID, UID};
+use crate::process::{GID, UID};
 
 /// A synthetic file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,8 +95,8 @@ impl Synth {
 }
 
 /// `Some(None)`: under `/dev` or `/proc` but missing; `None`: not synthetic.
-pub(crate) fn lookup(abs: &[u8], exe: &[u8], fds: &FdTable) -> Option<Option<(Kind, Synth)>> {
-    let pid = PID.to_string();
+pub(crate) fn lookup(abs: &[u8], exe: &[u8], pid: u64, fds: &FdTable) -> Option<Option<(Kind, Synth)>> {
+    let pid = pid.to_string();
     let dir = |s| Some(Some((Kind::Dir, s)));
     let link = |target: Vec<u8>, s| Some(Some((Kind::Symlink(target), s)));
     let rest = if abs == b"/dev" {
@@ -128,17 +128,17 @@ pub(crate) fn lookup(abs: &[u8], exe: &[u8], fds: &FdTable) -> Option<Option<(Ki
 }
 
 /// The names in a synthetic directory, or `None` if `abs` is not one.
-pub(crate) fn list(abs: &[u8], exe: &[u8], fds: &FdTable) -> Option<Vec<DirEntry>> {
+pub(crate) fn list(abs: &[u8], exe: &[u8], pid: u64, fds: &FdTable) -> Option<Vec<DirEntry>> {
     let entry = |name: &[u8], s: Synth| {
         let st = s.stat(exe);
         (name.to_vec(), st.ino, dtype(st.mode))
     };
-    let pid = PID.to_string();
-    Some(match lookup(abs, exe, fds)?? {
+    let pid_name = pid.to_string();
+    Some(match lookup(abs, exe, pid, fds)?? {
         (_, Synth::DevDir) => DEV.iter().map(|&(n, s)| entry(n.as_bytes(), s)).collect(),
         (_, Synth::ProcDir) => {
             // Sorted by name, as every listing is.
-            vec![entry(pid.as_bytes(), Synth::PidDir), entry(b"self", Synth::SelfLink)]
+            vec![entry(pid_name.as_bytes(), Synth::PidDir), entry(b"self", Synth::SelfLink)]
         }
         (_, Synth::PidDir) => vec![entry(b"exe", Synth::Exe), entry(b"fd", Synth::FdDir), entry(b"maps", Synth::Maps)],
         (_, Synth::FdDir) => {

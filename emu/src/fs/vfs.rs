@@ -57,8 +57,10 @@ pub(crate) struct Vfs {
     next_ino: u64,
     /// FNV-1a digest of every host file the guest read, by guest path.
     pub(crate) digests: BTreeMap<Vec<u8>, u64>,
-    /// What `/proc/self/exe` points to.
+    /// What `/proc/self/exe` points to (the current process's; swapped at a context switch).
     pub(crate) exe: Vec<u8>,
+    /// The current process's pid, for `/proc/self`.
+    pub(crate) pid: u64,
 }
 
 impl Vfs {
@@ -77,6 +79,7 @@ impl Vfs {
             next_ino: 1 << 32,
             digests: BTreeMap::new(),
             exe,
+            pid: u64::from(crate::sched::FIRST_PID),
         }
     }
 
@@ -171,7 +174,7 @@ impl Vfs {
 
     /// The entry at absolute, normalised path `abs` (no symlink followed).
     pub(crate) fn lookup(&self, abs: &[u8], fds: &FdTable) -> Option<Entry> {
-        if let Some(synth) = synth::lookup(abs, &self.exe, fds) {
+        if let Some(synth) = synth::lookup(abs, &self.exe, self.pid, fds) {
             return synth.map(|(kind, s)| Entry { kind, source: Source::Synth(s) });
         }
         if abs == b"/" {
@@ -248,7 +251,7 @@ impl Vfs {
     /// The names in directory `abs` (no `.` or `..`), sorted, with their
     /// inode numbers and `DT_*` types: the overlay's merged over the host's.
     pub(crate) fn list(&self, abs: &[u8], fds: &FdTable) -> Vec<DirEntry> {
-        if let Some(names) = synth::list(abs, &self.exe, fds) {
+        if let Some(names) = synth::list(abs, &self.exe, self.pid, fds) {
             return names;
         }
         let mut names: BTreeMap<Vec<u8>, ()> = BTreeMap::new();

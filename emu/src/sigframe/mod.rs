@@ -18,7 +18,7 @@ use crate::bytes::GuestStruct;
 use crate::emulator::Emulator;
 use crate::error::Error;
 use crate::memory::{Area, AreaKind, Perms, PAGE_SIZE};
-use crate::process::{sig_bit, SigAction, PID, SIG_DFL, UID, UNBLOCKABLE};
+use crate::process::{sig_bit, SigAction, SIG_DFL, UID, UNBLOCKABLE};
 use crate::signal;
 use crate::syscall::outcome::{Outcome, SysError, SysResult};
 use frame::{Delivery, Frames};
@@ -92,7 +92,7 @@ fn siginfo(emu: &Emulator, sig: u32, cause: Cause) -> Vec<u8> {
     match cause {
         Cause::Sent(code) => {
             info.set(8, 4, code as u32 as u64);
-            info.set(16, 4, PID);
+            info.set(16, 4, u64::from(emu.pid));
             info.set(20, 4, UID);
         }
         Cause::Fault(code, addr) => {
@@ -140,7 +140,7 @@ pub(crate) fn deliver(emu: &mut Emulator, sig: u32, cause: Cause) -> Result<(), 
         sig,
         action,
         info: siginfo(emu, sig, cause),
-        saved_mask: emu.signals.blocked,
+        saved_mask: emu.signals.suspend_restore.take().unwrap_or(emu.signals.blocked),
         stack_top,
         uc_stack,
         restorer,
@@ -149,7 +149,7 @@ pub(crate) fn deliver(emu: &mut Emulator, sig: u32, cause: Cause) -> Result<(), 
     let resume_pc = emu.reg(info.pc)?;
     match frames(emu.arch()).push(emu, &delivery) {
         Ok(()) => {}
-        Err(SysError::Errno(_)) => return emu.terminate(signal::SIGSEGV),
+        Err(SysError::Errno(_) | SysError::Block) => return emu.terminate(signal::SIGSEGV),
         Err(SysError::Host(err)) => return Err(err),
     }
     // The handler runs as if called from the interrupted code with the

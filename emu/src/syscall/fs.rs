@@ -271,6 +271,17 @@ fn fd_stat(emu: &Emulator, fd: u64) -> Result<Stat, SysError> {
         FileKind::Null => synth(Synth::Null),
         FileKind::Zero => synth(Synth::Zero),
         FileKind::Random => synth(Synth::Random),
+        FileKind::Pipe(end) => Stat {
+            dev: 0x0e,
+            ino: end.pipe.borrow().ino,
+            mode: S_IFIFO | 0o600,
+            nlink: 1,
+            uid: UID,
+            gid: GID,
+            blksize: 4096,
+            mtime_ns: crate::process::REALTIME_EPOCH_NS,
+            ..Stat::default()
+        },
     })
 }
 
@@ -731,4 +742,24 @@ pub(super) fn ftruncate(emu: &mut Emulator, [fd, len, ..]: [u64; 6]) -> SysResul
 fn new_meta(emu: &mut Emulator, mode: u32) -> Meta {
     let now = super::time::wall_now_ns(emu);
     emu.fs.new_meta(mode, now)
+}
+
+/// The program file `path` names from `dirfd`, for `execve`: its absolute
+/// path and contents. A directory, a device or a file without an execute
+/// bit is `EACCES`, as for the kernel.
+pub(super) fn program(emu: &mut Emulator, dirfd: u64, path: &[u8]) -> Result<(Vec<u8>, Rc<[u8]>), SysError> {
+    let r = resolve(emu, dirfd, path, true)?;
+    let Some(entry) = r.entry else { return Err(errno(ENOENT)) };
+    if !matches!(entry.kind, Kind::File) || emu.fs.stat(&r.path, &entry).mode & 0o111 == 0 {
+        return Err(errno(EACCES));
+    }
+    let data: Rc<[u8]> = match &entry.source {
+        Source::Host(host, _) => emu.fs.read_host(&r.path, host).map_err(errno)?,
+        Source::Overlay => match emu.fs.nodes.get(&r.path) {
+            Some(Node::File(file)) => Rc::from(file.borrow().data.clone()),
+            _ => return Err(errno(ENOENT)),
+        },
+        Source::Synth(_) => return Err(errno(EACCES)),
+    };
+    Ok((r.path, data))
 }

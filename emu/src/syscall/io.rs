@@ -6,10 +6,10 @@ use super::abi::{
     F_DUPFD, F_DUPFD_CLOEXEC, F_GETFD, F_GETFL, F_SETFD, F_SETFL, O_ACCMODE, O_APPEND, O_CLOEXEC, O_RDONLY, O_WRONLY,
     SEEK_CUR, SEEK_END, SEEK_SET,
 };
-use super::errno::{EBADF, EINVAL, EISDIR, ENOTTY, ESPIPE};
+use super::errno::{EAGAIN, EBADF, EINVAL, EISDIR, ENOTTY, EPIPE, ESPIPE};
 use super::outcome::{fail, ok, SysError, SysResult};
 use crate::emulator::Emulator;
-use crate::fs::{Desc, FileKind, OpenFile};
+use crate::fs::{Desc, FileKind, OpenFile, PipeRead, PipeWrite};
 use crate::memory::AccessKind;
 use kmodel::memory::Access;
 use std::cell::RefCell;
@@ -43,7 +43,19 @@ fn input(emu: &mut Emulator, file: &Rc<RefCell<OpenFile>>, max: u64, at: Option<
         data[start..][..(data.len() - start).min(max)].to_vec()
     };
     let pos = at.unwrap_or(f.pos);
+    let nonblock = f.flags & super::abi::open_flag(emu.arch(), "O_NONBLOCK") != 0;
     let out = match &f.kind {
+        FileKind::Pipe(_) if at.is_some() => return Err(SysError::Errno(ESPIPE)),
+        FileKind::Pipe(end) => {
+            if end.write {
+                return Err(SysError::Errno(EBADF));
+            }
+            return match end.pipe.borrow_mut().read(max) {
+                PipeRead::Data(data) => Ok(data),
+                PipeRead::Empty if nonblock => Err(SysError::Errno(EAGAIN)),
+                PipeRead::Empty => Err(SysError::Block),
+            };
+        }
         FileKind::Stdin if at.is_some() => return Err(SysError::Errno(ESPIPE)),
         FileKind::Stdin => return Ok(emu.stdin.read(max)),
         FileKind::Stdout | FileKind::Stderr => return Err(SysError::Errno(EBADF)),
@@ -64,13 +76,29 @@ fn input(emu: &mut Emulator, file: &Rc<RefCell<OpenFile>>, max: u64, at: Option<
     Ok(out)
 }
 
-/// Writes `data` to `file`, at `at` or at (and advancing) its position.
-fn output(emu: &mut Emulator, file: &Rc<RefCell<OpenFile>>, data: &[u8], at: Option<u64>) -> Result<(), SysError> {
+/// Writes `data` to `file`, at `at` or at (and advancing) its position;
+/// returns how much went in (less than all only for a pipe).
+fn output(emu: &mut Emulator, file: &Rc<RefCell<OpenFile>>, data: &[u8], at: Option<u64>) -> Result<usize, SysError> {
     let mut f = file.borrow_mut();
     if f.flags & O_ACCMODE == O_RDONLY {
         return Err(SysError::Errno(EBADF));
     }
+    let nonblock = f.flags & super::abi::open_flag(emu.arch(), "O_NONBLOCK") != 0;
     match &f.kind {
+        FileKind::Pipe(end) if end.write => {
+            let result = end.pipe.borrow_mut().write(data);
+            return match result {
+                PipeWrite::Wrote(n) => Ok(n),
+                PipeWrite::Full if nonblock => Err(SysError::Errno(EAGAIN)),
+                PipeWrite::Full => Err(SysError::Block),
+                PipeWrite::Broken => {
+                    let pid = emu.pid;
+                    emu.post_signal(pid, crate::signal::SIGPIPE, crate::sigframe::si_code::SI_USER);
+                    Err(SysError::Errno(EPIPE))
+                }
+            };
+        }
+        FileKind::Pipe(_) => return Err(SysError::Errno(EBADF)),
         FileKind::Stdout => emu.stdout.write(data),
         FileKind::Stderr => emu.stderr.write(data),
         FileKind::Overlay(o) => {
@@ -96,25 +124,34 @@ fn output(emu: &mut Emulator, file: &Rc<RefCell<OpenFile>>, data: &[u8], at: Opt
             return Err(SysError::Errno(EBADF))
         }
     }
-    Ok(())
+    Ok(data.len())
 }
 
 /// Copies `count` bytes at `buf` out to `file`, in chunks so that a huge
-/// buffer never needs a huge host allocation.
+/// buffer never needs a huge host allocation; returns how many went out. A
+/// full pipe ends the copy early once something went out (a short write,
+/// as the guest would see after a signal); before that, it blocks.
 fn copy_out(
     emu: &mut Emulator,
     file: &Rc<RefCell<OpenFile>>,
     buf: u64,
     count: u64,
     at: Option<u64>,
-) -> Result<(), SysError> {
+) -> Result<u64, SysError> {
     let mut done = 0;
     while done < count {
         let chunk = emu.read_vec(buf + done, (count - done).min(READ_CHUNK))?;
-        output(emu, file, &chunk, at.map(|at| at + done))?;
-        done += chunk.len() as u64;
+        let n = match output(emu, file, &chunk, at.map(|at| at + done)) {
+            Ok(n) => n as u64,
+            Err(SysError::Block | SysError::Errno(EAGAIN)) if done > 0 => return Ok(done),
+            Err(err) => return Err(err),
+        };
+        done += n;
+        if n < chunk.len() as u64 {
+            break;
+        }
     }
-    Ok(())
+    Ok(done)
 }
 
 fn read_at(emu: &mut Emulator, fd: u64, buf: u64, count: u64, at: Option<u64>) -> SysResult {
@@ -130,14 +167,13 @@ fn write_at(emu: &mut Emulator, fd: u64, buf: u64, count: u64, at: Option<u64>) 
     let file = file(emu, fd)?;
     let count = count.min(MAX_RW_COUNT);
     emu.pages().check(buf, count, AccessKind::Read, Access::Faultable)?;
-    copy_out(emu, &file, buf, count, at)?;
-    ok(count)
+    ok(copy_out(emu, &file, buf, count, at)?)
 }
 
 /// A pread/pwrite offset: negative is `EINVAL`; a stream is `ESPIPE`.
 fn offset(emu: &Emulator, fd: u64, off: u64) -> Result<Option<u64>, SysError> {
     let file = file(emu, fd)?;
-    if matches!(file.borrow().kind, FileKind::Stdin | FileKind::Stdout | FileKind::Stderr) {
+    if matches!(file.borrow().kind, FileKind::Stdin | FileKind::Stdout | FileKind::Stderr | FileKind::Pipe(_)) {
         return Err(SysError::Errno(ESPIPE));
     }
     if (off as i64) < 0 {
@@ -186,11 +222,18 @@ fn writev_at(emu: &mut Emulator, fd: u64, iov: u64, count: u64, at: Option<u64>)
     let mut done = 0;
     for (base, len) in iovecs {
         let len = len.min(left);
-        copy_out(emu, &file, base, len, at.map(|at| at + done))?;
-        left -= len;
-        done += len;
+        let wrote = match copy_out(emu, &file, base, len, at.map(|at| at + done)) {
+            Ok(n) => n,
+            Err(SysError::Block | SysError::Errno(EAGAIN)) if done > 0 => return ok(done),
+            Err(err) => return Err(err),
+        };
+        left -= wrote;
+        done += wrote;
+        if wrote < len {
+            break;
+        }
     }
-    ok(total)
+    ok(done)
 }
 
 fn readv_at(emu: &mut Emulator, fd: u64, iov: u64, count: u64, at: Option<u64>) -> SysResult {
@@ -201,7 +244,11 @@ fn readv_at(emu: &mut Emulator, fd: u64, iov: u64, count: u64, at: Option<u64>) 
             continue;
         }
         emu.pages().check(base, len.min(READ_CHUNK), AccessKind::Write, Access::Faultable)?;
-        let data = input(emu, &file, len, at.map(|at| at + total))?;
+        let data = match input(emu, &file, len, at.map(|at| at + total)) {
+            Ok(data) => data,
+            Err(SysError::Block | SysError::Errno(EAGAIN)) if total > 0 => break,
+            Err(err) => return Err(err),
+        };
         emu.write(base, &data)?;
         total += data.len() as u64;
         if (data.len() as u64) < len {
@@ -240,7 +287,7 @@ pub(super) fn lseek(emu: &mut Emulator, [fd, offset, whence, ..]: [u64; 6]) -> S
     let file = file(emu, fd)?;
     let mut f = file.borrow_mut();
     let len = match &f.kind {
-        FileKind::Stdin | FileKind::Stdout | FileKind::Stderr => return fail(ESPIPE),
+        FileKind::Stdin | FileKind::Stdout | FileKind::Stderr | FileKind::Pipe(_) => return fail(ESPIPE),
         FileKind::Overlay(o) => o.borrow().data.len() as u64,
         FileKind::Host(data, _) | FileKind::Generated(data, _) => data.len() as u64,
         FileKind::Dir(_) | FileKind::Null | FileKind::Zero | FileKind::Random => 0,
@@ -302,6 +349,38 @@ pub(super) fn fcntl(emu: &mut Emulator, [fd, cmd, arg, ..]: [u64; 6]) -> SysResu
         }
         _ => fail(EINVAL),
     }
+}
+
+/// Inode numbers of pipes start here (a deterministic count, as `pipe:[N]` shows).
+const PIPE_INO: u64 = 0x10_0000;
+
+pub(super) fn pipe(emu: &mut Emulator, [fds, ..]: [u64; 6]) -> SysResult {
+    pipe2(emu, [fds, 0, 0, 0, 0, 0])
+}
+
+pub(super) fn pipe2(emu: &mut Emulator, [fds, flags, ..]: [u64; 6]) -> SysResult {
+    let nonblock = super::abi::open_flag(emu.arch(), "O_NONBLOCK");
+    if flags & !(O_CLOEXEC | nonblock | super::abi::open_flag(emu.arch(), "O_DIRECT")) != 0 {
+        return fail(EINVAL);
+    }
+    let Some(r) = emu.fds.lowest_free(0, super::process::NOFILE) else { return fail(super::errno::EMFILE) };
+    let Some(w) = (r + 1..super::process::NOFILE).find(|&fd| emu.fds.get(fd).is_none()) else {
+        return fail(super::errno::EMFILE);
+    };
+    // The array is written before the descriptors exist: a bad pointer leaves nothing open.
+    emu.write_uint(fds, 4, r)?;
+    emu.write_uint(fds + 4, 4, w)?;
+    emu.sched.pipes += 1;
+    let ino = PIPE_INO + emu.sched.pipes;
+    let (read_end, write_end) = crate::fs::PipeEnd::pair(ino);
+    let name = format!("pipe:[{ino}]").into_bytes();
+    let status = flags & nonblock;
+    let cloexec = flags & O_CLOEXEC != 0;
+    let read_file = OpenFile::new(FileKind::Pipe(read_end), O_RDONLY | status, name.clone());
+    let write_file = OpenFile::new(FileKind::Pipe(write_end), O_WRONLY | status, name);
+    emu.fds.insert(r, Desc { file: read_file, cloexec });
+    emu.fds.insert(w, Desc { file: write_file, cloexec });
+    ok(0)
 }
 
 pub(super) fn dup(emu: &mut Emulator, [fd, ..]: [u64; 6]) -> SysResult {

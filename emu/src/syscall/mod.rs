@@ -16,9 +16,11 @@ mod args;
 pub mod errno;
 mod fs;
 mod io;
+mod life;
 mod mem;
 mod names;
 pub(crate) mod outcome;
+mod poll;
 mod process;
 pub(crate) mod record;
 mod signals;
@@ -70,6 +72,7 @@ static TABLE: &[Def] = &[
     def("stat",              [4, NO, 106],    fs::stat,                   Num,      &[PATH, PTR]),
     def("fstat",             [5, 80, 108],    fs::fstat,                  Num,      &[FD, PTR]),
     def("lstat",             [6, NO, 107],    fs::lstat,                  Num,      &[PATH, PTR]),
+    def("poll",              [7, NO, 168],    poll::poll,                 Num,      &[PTR, UINT, INT]),
     def("lseek",             [8, 62, 19],     io::lseek,                  Num,      &[FD, OFF, WHENCE]),
     // s390x passes a pointer to the six (see `dispatch`).
     def("mmap",              [9, 222, 90],    mem::mmap,                  Addr,     &[PTR, SIZE, PROT, MAP_FLAGS, FD, OFF]),
@@ -84,15 +87,23 @@ static TABLE: &[Def] = &[
     def("pwrite64",          [18, 68, 181],   io::pwrite64,               Num,      &[FD, PTR, SIZE, OFF]),
     def("readv",             [19, 65, 145],   io::readv,                  Num,      &[FD, PTR, ULONG]),
     def("writev",            [20, 66, 146],   io::writev,                 Num,      &[FD, PTR, ULONG]),
+    def("pipe",              [22, NO, 42],    io::pipe,                   Num,      &[PTR]),
+    def("select",            [23, NO, 142],   poll::select,               Num,      &[INT, PTR, PTR, PTR, PTR]),
     def("access",            [21, NO, 33],    fs::access,                 Num,      &[PATH, INT]),
     def("sched_yield",       [24, 124, 158],  process::sched_yield,       Num,      &[]),
     def("mremap",            [25, 216, 163],  mem::mremap,                Addr,     &[PTR, ULONG, ULONG, MREMAP_FLAGS, PTR]),
     def("madvise",           [28, 233, 219],  mem::madvise,               Num,      &[PTR, SIZE, ADVICE]),
     def("dup",               [32, 23, 41],    io::dup,                    Num,      &[FD]),
     def("dup2",              [33, NO, 63],    io::dup2,                   Num,      &[FD, FD]),
+    def("pause",             [34, NO, 29],    signals::pause,             Num,      &[]),
     def("nanosleep",         [35, 101, 162],  time::nanosleep,            Num,      &[PTR, PTR]),
     def("getpid",            [39, 172, 20],   process::getpid,            Num,      &[]),
+    def("clone",             [56, 220, 120],  life::clone,                Num,      &[ULONG, ULONG, PTR, PTR, ULONG]),
+    def("fork",              [57, NO, 2],     life::fork,                 Num,      &[]),
+    def("vfork",             [58, NO, 190],   life::vfork,                Num,      &[]),
+    def("execve",            [59, 221, 11],   life::execve,               Num,      &[PATH, PTR, PTR]),
     def("exit",              [60, 93, 1],     process::exit,              NoReturn, &[INT]),
+    def("wait4",             [61, 260, 114],  life::wait4,                Num,      &[PID_T, PTR, INT, PTR]),
     def("kill",              [62, 129, 37],   signals::kill,              Num,      &[PID_T, SIG]),
     def("uname",             [63, 160, 122],  process::uname,             Num,      &[PTR]),
     def("fcntl",             [72, 25, 55],    io::fcntl,                  Num,      &[FD, FCNTL_CMD, ULONG]),
@@ -121,7 +132,8 @@ static TABLE: &[Def] = &[
     def("getpgrp",           [111, NO, 65],   process::getpgrp,           Num,      &[]),
     def("setsid",            [112, 157, 66],  process::setsid,            Num,      &[]),
     def("getpgid",           [121, 155, 132], process::getpgid,           Num,      &[PID_T]),
-    def("getsid",            [124, 156, 147], process::getpgid,           Num,      &[PID_T]),
+    def("getsid",            [124, 156, 147], process::getsid,           Num,      &[PID_T]),
+    def("rt_sigsuspend",     [130, 133, 179], signals::rt_sigsuspend,     Num,      &[PTR, SIZE]),
     def("sigaltstack",       [131, 132, 186], signals::sigaltstack,       Num,      &[PTR, PTR]),
     def("arch_prctl",        [158, NO, NO],   process::arch_prctl,        Num,      &[ARCH_PRCTL_CODE, PTR]),
     def("gettid",            [186, 178, 236], process::getpid,            Num,      &[]),
@@ -135,6 +147,7 @@ static TABLE: &[Def] = &[
     def("clock_nanosleep",   [230, 115, 262], time::clock_nanosleep,      Num,      &[CLOCK, TIMER_FLAGS, PTR, PTR]),
     def("exit_group",        [231, 94, 248],  process::exit,              NoReturn, &[INT]),
     def("tgkill",            [234, 131, 241], signals::tgkill,            Num,      &[PID_T, PID_T, SIG]),
+    def("waitid",            [247, 95, 281],  life::waitid,               Num,      &[INT, PID_T, PTR, INT, PTR]),
     def("openat",            [257, 56, 288],  fs::openat,                 Num,      &[DIRFD, PATH, OPEN_FLAGS, MODE]),
     def("mkdirat",           [258, 34, 289],  fs::mkdirat,                Num,      &[DIRFD, PATH, MODE]),
     def("newfstatat",        [262, 79, 293],  fs::newfstatat,             Num,      &[DIRFD, PATH, PTR, AT_FLAGS]),
@@ -143,7 +156,10 @@ static TABLE: &[Def] = &[
     def("symlinkat",         [266, 36, 297],  fs::symlinkat,              Num,      &[PATH, DIRFD, PATH]),
     def("readlinkat",        [267, 78, 298],  fs::readlinkat,             Num,      &[DIRFD, PATH, PTR, INT]),
     def("faccessat",         [269, 48, 300],  fs::faccessat,              Num,      &[DIRFD, PATH, INT]),
+    def("pselect6",          [270, 72, 301],  poll::pselect6,             Num,      &[INT, PTR, PTR, PTR, PTR, PTR]),
+    def("ppoll",             [271, 73, 302],  poll::ppoll,                Num,      &[PTR, UINT, PTR, PTR, SIZE]),
     def("set_robust_list",   [273, 99, 304],  process::set_robust_list,   Num,      &[PTR, SIZE]),
+    def("pipe2",             [293, 59, 325],  io::pipe2,                  Num,      &[PTR, OPEN_FLAGS]),
     def("dup3",              [292, 24, 326],  io::dup3,                   Num,      &[FD, FD, INT]),
     // The high half of the offset (for 32-bit callers) is ignored on 64-bit.
     def("preadv",            [295, 69, 328],  io::preadv,                 Num,      &[FD, PTR, ULONG, OFF, ULONG]),
@@ -153,6 +169,7 @@ static TABLE: &[Def] = &[
     def("getrandom",         [318, 278, 349], process::getrandom,         Num,      &[PTR, SIZE, GRND_FLAGS]),
     def("statx",             [332, 291, 379], fs::statx,                  Num,      &[DIRFD, PATH, AT_FLAGS, U32_HEX, PTR]),
     def("rseq",              [334, 293, 383], process::rseq,              Num,      &[PTR, UINT, INT, U32_HEX]),
+    def("execveat",          [322, 281, 354], life::execveat,             Num,      &[DIRFD, PATH, PTR, PTR, AT_FLAGS]),
     def("faccessat2",        [439, 439, 439], fs::faccessat2,             Num,      &[DIRFD, PATH, INT, AT_FLAGS]),
     def("sigreturn",         [NO, NO, 119],   signals::sigreturn,         Restored, &[]),
 ];
@@ -199,6 +216,8 @@ pub(crate) fn dispatch(emu: &mut Emulator, nr: u64) -> Result<SyscallRecord, Err
         *value = emu.reg(reg)?;
     }
     let icount = emu.icount();
+    // A call retried after sleeping keeps its deadline (`Emulator::deadline`).
+    emu.retry = emu.blocked.take();
     let row = usize::try_from(nr).ok().and_then(|nr| emu.syscalls.get(nr).copied().flatten());
     let mut strings = Vec::new();
     let (name, types, returns, args, outcome) = match row.map(|row| &TABLE[usize::from(row)]) {
@@ -225,6 +244,11 @@ pub(crate) fn dispatch(emu: &mut Emulator, nr: u64) -> Result<SyscallRecord, Err
             }
         },
     };
+    // A handler that raised `SysError::Block` blocks like one that returned it.
+    let outcome = match outcome {
+        Err(SysError::Block) => Ok(Outcome::Block(None)),
+        other => other,
+    };
     let ret = match outcome {
         Ok(Outcome::Return(value)) => {
             emu.set_reg(conv.ret, value)?;
@@ -235,11 +259,17 @@ pub(crate) fn dispatch(emu: &mut Emulator, nr: u64) -> Result<SyscallRecord, Err
             i64::from(code)
         }
         Ok(Outcome::Resume) => emu.reg(conv.ret)? as i64,
+        Ok(Outcome::Block(deadline)) => {
+            // Nothing is written: the call runs again when it may complete.
+            emu.blocked = Some(crate::sched::Blocked { nr, name, deadline });
+            return Ok(SyscallRecord { icount, arch: emu.arch(), nr, name, args, ret: 0, types, returns, strings });
+        }
         Err(SysError::Errno(e)) => {
             emu.set_reg(conv.ret, (-e) as u64)?;
             -e
         }
         Err(SysError::Host(err)) => return Err(err),
+        Err(SysError::Block) => unreachable!("turned into Outcome::Block above"),
     };
     let arch = emu.arch();
     let record = SyscallRecord { icount, arch, nr, name, args, ret, types, returns, strings };

@@ -11,8 +11,11 @@ pub(crate) enum Outcome {
     Return(u64),
     /// The process exits with this status.
     Exit(i32),
-    /// Registers were replaced wholesale (`rt_sigreturn`); leave them.
+    /// Registers were replaced wholesale (`rt_sigreturn`, `execve`); leave them.
     Resume,
+    /// The call cannot complete yet: the process sleeps until it may, or
+    /// until this virtual time (ns since the start), then the call runs again.
+    Block(Option<u64>),
 }
 
 /// Why a handler failed.
@@ -21,6 +24,9 @@ pub(crate) enum SysError {
     Errno(i64),
     /// The emulator itself failed.
     Host(Error),
+    /// The call cannot complete yet and has no timeout ([`Outcome::Block`]
+    /// with none), raised where `?` is handier than returning it.
+    Block,
 }
 
 impl From<MemFault> for SysError {
@@ -40,6 +46,11 @@ pub(crate) type SysResult = Result<Outcome, SysError>;
 /// Shorthand for a failing handler.
 pub(crate) fn fail(errno: i64) -> SysResult {
     Err(SysError::Errno(errno))
+}
+
+/// Shorthand for a handler that must wait (see [`Outcome::Block`]).
+pub(crate) fn block(deadline: Option<u64>) -> SysResult {
+    Ok(Outcome::Block(deadline))
 }
 
 /// Shorthand for a successful handler.

@@ -8,19 +8,21 @@ use super::errno::{EAGAIN, EFAULT, EINVAL, ENOSYS, ESRCH};
 use super::outcome::{fail, ok, Outcome, SysError, SysResult};
 use crate::arch::Arch;
 use crate::emulator::Emulator;
-use crate::process::{GID, PID, UID};
+use crate::process::{GID, UID};
+use crate::sched::Pid;
 
 pub(super) fn exit(_emu: &mut Emulator, [status, ..]: [u64; 6]) -> SysResult {
     // A parent sees only the low 8 bits. With one thread, exit ends the process too.
     Ok(Outcome::Exit((status & 0xff) as i32))
 }
 
-pub(super) fn getpid(_emu: &mut Emulator, _: [u64; 6]) -> SysResult {
-    ok(PID)
+pub(super) fn getpid(emu: &mut Emulator, _: [u64; 6]) -> SysResult {
+    ok(u64::from(emu.pid))
 }
 
-pub(super) fn getppid(_emu: &mut Emulator, _: [u64; 6]) -> SysResult {
-    ok(1)
+pub(super) fn getppid(emu: &mut Emulator, _: [u64; 6]) -> SysResult {
+    // The first process's parent, and an orphan's reaper, is outside: init.
+    ok(u64::from(emu.parent(emu.pid).unwrap_or(1)))
 }
 
 pub(super) fn getuid(_emu: &mut Emulator, _: [u64; 6]) -> SysResult {
@@ -35,9 +37,9 @@ pub(super) fn sched_yield(_emu: &mut Emulator, _: [u64; 6]) -> SysResult {
     ok(0)
 }
 
-pub(super) fn set_tid_address(_emu: &mut Emulator, _: [u64; 6]) -> SysResult {
-    // The address is only used when the thread exits, which ends everything here.
-    ok(PID)
+pub(super) fn set_tid_address(emu: &mut Emulator, _: [u64; 6]) -> SysResult {
+    // The address is only used when the thread exits, which ends its process here.
+    ok(u64::from(emu.pid))
 }
 
 pub(super) fn set_robust_list(_emu: &mut Emulator, [_head, len, ..]: [u64; 6]) -> SysResult {
@@ -97,7 +99,7 @@ pub(super) fn getrlimit(emu: &mut Emulator, [resource, addr, ..]: [u64; 6]) -> S
 }
 
 pub(super) fn prlimit64(emu: &mut Emulator, [pid, resource, new, old, ..]: [u64; 6]) -> SysResult {
-    if pid != 0 && pid != PID {
+    if !is_process(emu, pid) {
         return fail(ESRCH);
     }
     if resource >= RLIM_NLIMITS {
@@ -154,7 +156,7 @@ pub(super) fn futex(emu: &mut Emulator, [uaddr, op, val, ..]: [u64; 6]) -> SysRe
 }
 
 pub(super) fn sched_getaffinity(emu: &mut Emulator, [pid, len, mask, ..]: [u64; 6]) -> SysResult {
-    if pid != 0 && pid != PID {
+    if !is_process(emu, pid) {
         return fail(ESRCH);
     }
     if len < 8 || len % 8 != 0 {
@@ -186,37 +188,72 @@ pub(super) fn sysinfo(emu: &mut Emulator, [info, ..]: [u64; 6]) -> SysResult {
     ok(0)
 }
 
-/// One process, leader of its own group and session: every id is [`PID`].
-fn own(pid: u64) -> bool {
-    pid == 0 || pid == PID
+/// `pid` is 0 (the caller) or a live process.
+fn is_process(emu: &Emulator, pid: u64) -> bool {
+    pid == 0 || Pid::try_from(pid).is_ok_and(|p| emu.pids().contains(&p))
 }
 
-pub(super) fn getpgrp(_emu: &mut Emulator, _: [u64; 6]) -> SysResult {
-    ok(PID)
-}
-
-pub(super) fn getpgid(_emu: &mut Emulator, [pid, ..]: [u64; 6]) -> SysResult {
-    if !own(pid) {
-        return fail(ESRCH);
+/// The process `pid` names (0: the caller), if it exists.
+fn target(emu: &Emulator, pid: u64) -> Option<Pid> {
+    match pid {
+        0 => Some(emu.pid),
+        p => Pid::try_from(p).ok().filter(|p| emu.procs.contains_key(p)),
     }
-    ok(PID)
 }
 
-pub(super) fn setpgid(_emu: &mut Emulator, [pid, pgid, ..]: [u64; 6]) -> SysResult {
+pub(super) fn getpgrp(emu: &mut Emulator, _: [u64; 6]) -> SysResult {
+    ok(u64::from(emu.cur().pgid))
+}
+
+pub(super) fn getpgid(emu: &mut Emulator, [pid, ..]: [u64; 6]) -> SysResult {
+    match target(emu, pid) {
+        Some(p) => ok(u64::from(emu.procs[&p].pgid)),
+        None => fail(ESRCH),
+    }
+}
+
+pub(super) fn getsid(emu: &mut Emulator, [pid, ..]: [u64; 6]) -> SysResult {
+    match target(emu, pid) {
+        Some(p) => ok(u64::from(emu.procs[&p].sid)),
+        None => fail(ESRCH),
+    }
+}
+
+pub(super) fn setpgid(emu: &mut Emulator, [pid, pgid, ..]: [u64; 6]) -> SysResult {
     if (pgid as i64) < 0 {
         return fail(EINVAL);
     }
-    if !own(pid) {
+    // The caller or one of its children (`kernel/sys.c`'s rules).
+    let Some(who) = target(emu, pid).filter(|&p| p == emu.pid || emu.procs[&p].ppid == emu.pid) else {
         return fail(ESRCH);
+    };
+    let me = emu.cur();
+    let (my_sid, my_pid) = (me.sid, emu.pid);
+    let p = &emu.procs[&who];
+    if who != my_pid && (p.execed || p.sid != my_sid) {
+        return fail(if p.execed { super::errno::EACCES } else { super::errno::EPERM });
     }
-    // Moving into another group needs another process to lead it.
-    if !own(pgid) {
+    if p.sid == who {
+        // A session leader stays in its group.
         return fail(super::errno::EPERM);
     }
+    let pgid = if pgid == 0 { who } else { pgid as Pid };
+    // Joining a group needs one in the same session.
+    if pgid != who && !emu.procs.values().any(|q| q.pgid == pgid && q.sid == my_sid) {
+        return fail(super::errno::EPERM);
+    }
+    emu.procs.get_mut(&who).expect("checked above").pgid = pgid;
     ok(0)
 }
 
-pub(super) fn setsid(_emu: &mut Emulator, _: [u64; 6]) -> SysResult {
-    // The process already leads its group, so Linux refuses.
-    fail(super::errno::EPERM)
+pub(super) fn setsid(emu: &mut Emulator, _: [u64; 6]) -> SysResult {
+    let pid = emu.pid;
+    // A group leader cannot start a session: its group would span two.
+    if emu.procs.values().any(|p| p.pgid == pid) {
+        return fail(super::errno::EPERM);
+    }
+    let me = emu.cur_mut();
+    me.sid = pid;
+    me.pgid = pid;
+    ok(u64::from(pid))
 }

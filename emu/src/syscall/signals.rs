@@ -3,9 +3,10 @@
 
 use super::abi::{SIG_BLOCK, SIG_SETMASK, SIG_UNBLOCK};
 use super::errno::{EINVAL, ENOMEM, EPERM, ESRCH};
-use super::outcome::{fail, ok, SysResult};
+use super::outcome::{block, fail, ok, SysResult};
 use crate::emulator::Emulator;
-use crate::process::{sig_bit, SigAction, PID, UNBLOCKABLE};
+use crate::process::{sig_bit, SigAction, UNBLOCKABLE};
+use crate::sched::Pid;
 use crate::sigframe::{si_code, SS_DISABLE, SS_ONSTACK};
 use crate::signal::{NSIG, SIGKILL, SIGSTOP};
 
@@ -67,39 +68,71 @@ pub(super) fn rt_sigprocmask(emu: &mut Emulator, [how, set, oset, size, ..]: [u6
     ok(0)
 }
 
-/// Sends `sig` to the process (signal 0 only checks); `code` is its `si_code`.
-fn send(emu: &mut Emulator, target: u64, sig: u64, code: i32) -> SysResult {
+/// Sends `sig` to each of `targets` (signal 0 only checks that there is
+/// one); `code` is its `si_code`.
+fn send(emu: &mut Emulator, targets: &[Pid], sig: u64, code: i32) -> SysResult {
     if sig != 0 && valid(sig).is_none() {
         return fail(EINVAL);
     }
-    if target != PID {
+    if targets.is_empty() {
         return fail(ESRCH);
     }
     if let Some(sig) = valid(sig) {
-        if emu.signals.actions[sig as usize].handler != crate::process::SIG_IGN {
-            emu.signals.pending |= sig_bit(sig);
-            emu.signals.sent_code[sig as usize] = code;
+        for &pid in targets {
+            emu.post_signal(pid, sig, code);
         }
     }
     ok(0)
 }
 
+/// Process `pid` if it exists (a zombie counts: the signal is then lost).
+fn existing(emu: &Emulator, pid: u64) -> Vec<Pid> {
+    Pid::try_from(pid).ok().filter(|p| emu.procs.contains_key(p)).into_iter().collect()
+}
+
 pub(super) fn kill(emu: &mut Emulator, [pid, sig, ..]: [u64; 6]) -> SysResult {
-    // 0 and -1 address the caller's process group and every process: here,
-    // itself. (`pid_t` is narrowed: -1 is -1 however it was passed.)
-    let target = if pid == 0 || pid as i64 == -1 { PID } else { pid };
-    send(emu, target, sig, si_code::SI_USER)
+    // `pid_t` is narrowed: -1 is -1 however it was passed.
+    let pid = pid as i64;
+    let targets = match pid {
+        // Every process but the caller (and init, which is not here).
+        -1 => emu.pids().into_iter().filter(|&p| p != emu.pid).collect(),
+        0 => emu.group(emu.cur().pgid),
+        p if p < 0 => emu.group(p.unsigned_abs() as Pid),
+        p => existing(emu, p as u64),
+    };
+    send(emu, &targets, sig, si_code::SI_USER)
 }
 
 pub(super) fn tkill(emu: &mut Emulator, [tid, sig, ..]: [u64; 6]) -> SysResult {
-    send(emu, tid, sig, si_code::SI_TKILL)
+    // One thread per process: a thread ID is its process's ID.
+    let targets = existing(emu, tid);
+    send(emu, &targets, sig, si_code::SI_TKILL)
 }
 
 pub(super) fn tgkill(emu: &mut Emulator, [tgid, tid, sig, ..]: [u64; 6]) -> SysResult {
-    if tgid != PID {
+    if tgid != tid {
         return fail(ESRCH);
     }
-    send(emu, tid, sig, si_code::SI_TKILL)
+    tkill(emu, [tid, sig, 0, 0, 0, 0])
+}
+
+pub(super) fn pause(_emu: &mut Emulator, _: [u64; 6]) -> SysResult {
+    // Woken only by a signal, which ends the sleep with EINTR (run loop).
+    block(None)
+}
+
+pub(super) fn rt_sigsuspend(emu: &mut Emulator, [set, size, ..]: [u64; 6]) -> SysResult {
+    if size != SIGSET_SIZE {
+        return fail(EINVAL);
+    }
+    if emu.retry.is_none() {
+        // The mask while asleep; the old one comes back when the handler
+        // returns (the signal frame saves it, `Signals::suspend_restore`).
+        let mask = emu.read_uint(set, 8)?;
+        emu.signals.suspend_restore = Some(emu.signals.blocked);
+        emu.signals.blocked = mask & !UNBLOCKABLE;
+    }
+    block(None)
 }
 
 pub(super) fn sigaltstack(emu: &mut Emulator, [ss, old, ..]: [u64; 6]) -> SysResult {

@@ -7,7 +7,7 @@ use super::abi::{
     CLOCK_THREAD_CPUTIME_ID, TIMER_ABSTIME,
 };
 use super::errno::EINVAL;
-use super::outcome::{fail, ok, SysResult};
+use super::outcome::{block, fail, ok, SysResult};
 use crate::emulator::Emulator;
 use crate::process::{MONOTONIC_EPOCH_NS, NS_PER_SEC, REALTIME_EPOCH_NS};
 
@@ -69,18 +69,32 @@ pub(super) fn gettimeofday(emu: &mut Emulator, [tv, tz, ..]: [u64; 6]) -> SysRes
     ok(0)
 }
 
+/// Sleeps `ns`: alone, the clock simply moves on; with other processes,
+/// the caller sleeps until the machine's clock reaches the deadline.
+fn sleep(emu: &mut Emulator, ns: u64) -> SysResult {
+    let deadline = emu.deadline(ns);
+    let now = emu.now_ns();
+    if now >= deadline {
+        return ok(0);
+    }
+    if !emu.others_alive() {
+        emu.clock.slept_ns = emu.clock.slept_ns.saturating_add(deadline - now);
+        return ok(0);
+    }
+    block(Some(deadline))
+}
+
 pub(super) fn nanosleep(emu: &mut Emulator, [req, ..]: [u64; 6]) -> SysResult {
     let Some(ns) = read_timespec(emu, req)? else { return fail(EINVAL) };
-    emu.clock.slept_ns = emu.clock.slept_ns.saturating_add(ns);
-    ok(0)
+    sleep(emu, ns)
 }
 
 pub(super) fn clock_nanosleep(emu: &mut Emulator, [clock, flags, req, ..]: [u64; 6]) -> SysResult {
     let Some(now) = now_ns(emu, clock) else { return fail(EINVAL) };
     let Some(ns) = read_timespec(emu, req)? else { return fail(EINVAL) };
-    let sleep = if flags & TIMER_ABSTIME != 0 { ns.saturating_sub(now) } else { ns };
-    emu.clock.slept_ns = emu.clock.slept_ns.saturating_add(sleep);
-    ok(0)
+    // On a retry the deadline is the first attempt's (`Emulator::deadline`).
+    let ns = if flags & TIMER_ABSTIME != 0 && emu.retry.is_none() { ns.saturating_sub(now) } else { ns };
+    sleep(emu, ns)
 }
 
 /// The virtual wall clock, for overlay timestamps.

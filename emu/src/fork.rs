@@ -1,0 +1,80 @@
+//! Copying a process for `fork`: a new engine with an eager copy of every
+//! mapped page (all-zero pages are left to the new engine's zero fill),
+//! the page table with its residency, the registers, and the ground truth.
+//!
+//! The copy is eager rather than copy-on-write: Unicorn has no way to
+//! share pages between engines, and a shell's process is a few MiB, most
+//! of it untouched stack and heap that the zero check skips (the cost is
+//! in BENCHMARKS.md).
+
+use crate::emulator::Emulator;
+use crate::error::Error;
+use crate::memory::PAGE_SIZE;
+use crate::sched::Parked;
+use unicorn_engine::Prot;
+
+/// Bytes copied per engine call.
+const CHUNK: u64 = 64 * 1024;
+
+impl Emulator {
+    /// The current process's state, copied for a child: memory, registers
+    /// (with the call's result 0), descriptors (sharing their open-file
+    /// descriptions), signal dispositions and mask (no pending signals),
+    /// working directory and ground truth.
+    pub(crate) fn copy_for_fork(&self) -> Result<Parked, Error> {
+        let info = self.info();
+        let err = self.engine_error("copy a process");
+        let tracker = self.tracker().fork(info).map_err(|e| Error::Setup {
+            file: self.image.file.clone(),
+            problem: format!("cannot set up the instruction decoder: {e}"),
+        })?;
+        let mut uc = crate::hooks::create(self.machine, tracker).map_err(&err)?;
+        let mut buf = vec![0u8; CHUNK as usize];
+        for area in self.pages().areas() {
+            uc.mem_map(area.start, area.end - area.start, Prot::ALL).map_err(&err)?;
+            let mut at = area.start;
+            while at < area.end {
+                let len = CHUNK.min(area.end - at);
+                let chunk = &mut buf[..len as usize];
+                self.uc.mem_read(at, chunk).map_err(&err)?;
+                for (i, page) in chunk.chunks(PAGE_SIZE as usize).enumerate() {
+                    if page.iter().any(|&b| b != 0) {
+                        uc.mem_write(at + i as u64 * PAGE_SIZE, page).map_err(&err)?;
+                    }
+                }
+                at += len;
+            }
+        }
+        uc.get_data_mut().pages = self.pages().clone();
+        // Every register, vector and floating-point ones included: the
+        // child returns from the same call with the same live values.
+        let context = self.uc.context_init().map_err(&err)?;
+        uc.context_restore(&context).map_err(&err)?;
+        uc.reg_write(info.syscall.ret, 0).map_err(&err)?;
+        uc.ctl_flush_tlb().map_err(&err)?;
+        let mut signals = self.signals.clone();
+        signals.pending = 0;
+        Ok(Parked {
+            uc,
+            image: self.image.clone(),
+            exit: None,
+            brk_start: self.brk_start,
+            brk: self.brk,
+            signals,
+            fds: self.fds.clone(),
+            altstack: self.altstack,
+            trampoline: self.trampoline,
+            blocked: None,
+            cwd: self.fs.cwd.clone(),
+            umask: self.fs.umask,
+            exe: self.fs.exe.clone(),
+        })
+    }
+
+    /// Guest memory mapped by every process together (for [`crate::Limits::memory`]).
+    pub(crate) fn memory_in_use(&self) -> u64 {
+        let mapped = |pages: &crate::memory::PageTable| pages.areas().map(|a| a.end - a.start).sum::<u64>();
+        let parked = self.procs.values().filter_map(|p| p.parked.as_ref()).map(|p| mapped(&p.uc.get_data().pages));
+        mapped(self.pages()) + parked.sum::<u64>()
+    }
+}

@@ -1,0 +1,335 @@
+//! A process's life: creating one (`clone`, `fork`, `vfork`), replacing its
+//! program (`execve`, `execveat`), and reaping children (`wait4`, `waitid`).
+//! The process table and the scheduler are `sched.rs`; copying a process
+//! is `fork.rs`.
+
+use super::errno::{E2BIG, ECHILD, EFAULT, EINVAL, ELOOP, ENOEXEC, ENOMEM, ENOSYS};
+use super::outcome::{block, fail, ok, Outcome, SysError, SysResult};
+use crate::bytes;
+use crate::elf::Image;
+use crate::emulator::{Emulator, Exit};
+use crate::process::{SigAction, SIG_IGN};
+use crate::sched::{Life, Pid, ProcessEvent};
+
+const CLONE_VM: u64 = 0x100;
+const CLONE_FS: u64 = 0x200;
+const CLONE_SIGHAND: u64 = 0x800;
+const CLONE_VFORK: u64 = 0x4000;
+const CLONE_THREAD: u64 = 0x10000;
+const CLONE_SYSVSEM: u64 = 0x40000;
+const CLONE_SETTLS: u64 = 0x80000;
+const CLONE_PARENT_SETTID: u64 = 0x0010_0000;
+const CLONE_CHILD_CLEARTID: u64 = 0x0020_0000;
+const CLONE_CHILD_SETTID: u64 = 0x0100_0000;
+/// The low byte: the signal the parent gets when the child ends.
+const CSIGNAL: u64 = 0xff;
+/// What a child without `CLONE_THREAD` can be asked for here. `CLONE_VM`
+/// comes only with `CLONE_VFORK` (glibc's `posix_spawn`): the child gets a
+/// copy, which is indistinguishable as long as it only execs or exits.
+const SUPPORTED: u64 = CSIGNAL
+    | CLONE_VM
+    | CLONE_FS
+    | CLONE_SIGHAND
+    | CLONE_VFORK
+    | CLONE_SYSVSEM
+    | CLONE_SETTLS
+    | CLONE_PARENT_SETTID
+    | CLONE_CHILD_CLEARTID
+    | CLONE_CHILD_SETTID;
+
+pub(super) fn clone(emu: &mut Emulator, args: [u64; 6]) -> SysResult {
+    let [flags, newsp, ptid, ctid, tls] = emu.info().clone_args.map(|i| args[i]);
+    create(emu, flags, newsp, ptid, ctid, tls)
+}
+
+pub(super) fn fork(emu: &mut Emulator, _: [u64; 6]) -> SysResult {
+    create(emu, u64::from(crate::signal::SIGCHLD), 0, 0, 0, 0)
+}
+
+pub(super) fn vfork(emu: &mut Emulator, _: [u64; 6]) -> SysResult {
+    create(emu, CLONE_VM | CLONE_VFORK | u64::from(crate::signal::SIGCHLD), 0, 0, 0, 0)
+}
+
+/// Writes a 32-bit TID at `addr` in `uc`'s memory, if mapped writable there.
+fn put_tid(emu: &mut Emulator, pid: Pid, addr: u64) -> Result<(), SysError> {
+    let mut buf = [0u8; 4];
+    bytes::put(emu.endian(), &mut buf, u64::from(pid));
+    let child = emu.procs.get_mut(&pid).and_then(|p| p.parked.as_mut()).ok_or(SysError::Errno(EFAULT))?;
+    let pages = &child.uc.get_data().pages;
+    pages.check(addr, 4, crate::memory::AccessKind::Write, kmodel::memory::Access::Faultable)?;
+    child.uc.mem_write(addr, &buf).map_err(|_| SysError::Errno(EFAULT))
+}
+
+fn create(emu: &mut Emulator, flags: u64, newsp: u64, ptid: u64, ctid: u64, tls: u64) -> SysResult {
+    if flags & CLONE_THREAD != 0 || (flags & CLONE_VM != 0 && flags & CLONE_VFORK == 0) {
+        emu.warn("clone: threads (CLONE_VM without CLONE_VFORK, CLONE_THREAD) are not supported yet".into());
+        return fail(ENOSYS);
+    }
+    if flags & !SUPPORTED != 0 {
+        emu.warn(format!("clone: flags {:#x} not supported", flags & !SUPPORTED));
+        return fail(EINVAL);
+    }
+    let size = emu.pages().areas().map(|a| a.end - a.start).sum::<u64>();
+    if emu.memory_in_use().saturating_add(size) > emu.limits.memory {
+        emu.warn(format!("fork refused: guest memory would exceed its limit of {} bytes", emu.limits.memory));
+        return fail(ENOMEM);
+    }
+    let mut child = emu.copy_for_fork()?;
+    let info = emu.info();
+    let err = emu.engine_error("set up a child");
+    if newsp != 0 {
+        child.uc.reg_write(info.sp, newsp).map_err(&err)?;
+    }
+    if flags & CLONE_SETTLS != 0 {
+        emu.machine.set_tls(&mut child.uc, tls).map_err(&err)?;
+    }
+    let pid = emu.add_process(child, (flags & CSIGNAL) as u32)?;
+    if flags & CLONE_CHILD_SETTID != 0 {
+        put_tid(emu, pid, ctid)?;
+    }
+    if flags & CLONE_PARENT_SETTID != 0 {
+        // Both copies: the memory is "shared" until the child execs.
+        put_tid(emu, pid, ptid)?;
+        emu.write_uint(ptid, 4, u64::from(pid))?;
+    }
+    if flags & CLONE_VFORK != 0 {
+        if let Some(child) = emu.procs.get_mut(&pid) {
+            child.vfork_parent = Some(emu.pid);
+        }
+    }
+    ok(u64::from(pid))
+}
+
+/// Most bytes of arguments and environment (a quarter of the stack, as Linux allows).
+const ARG_MAX: usize = (crate::layout::STACK_SIZE / 4) as usize;
+
+/// The strings of a NULL-terminated array of pointers (`argv`, `envp`);
+/// a null array is empty. `used` counts bytes against [`ARG_MAX`].
+fn strings(emu: &mut Emulator, array: u64, used: &mut usize) -> Result<Vec<Vec<u8>>, SysError> {
+    let mut out = Vec::new();
+    if array == 0 {
+        return Ok(out);
+    }
+    loop {
+        let ptr = emu.read_uint(array + 8 * out.len() as u64, 8)?;
+        if ptr == 0 {
+            return Ok(out);
+        }
+        let s = emu.read_cstr(ptr, ARG_MAX - *used)?.ok_or(SysError::Errno(E2BIG))?;
+        *used += s.len() + 1 + 8;
+        if *used > ARG_MAX {
+            return Err(SysError::Errno(E2BIG));
+        }
+        out.push(s);
+    }
+}
+
+/// The interpreter line of a `#!` script: the interpreter and its one optional argument.
+fn shebang(data: &[u8]) -> Option<(Vec<u8>, Option<Vec<u8>>)> {
+    let line = data.strip_prefix(b"#!")?;
+    // The kernel reads at most this much of the line (BINPRM_BUF_SIZE).
+    let line = &line[..line.len().min(254)];
+    let line = &line[..line.iter().position(|&b| b == b'\n').unwrap_or(line.len())];
+    let blank = |b: &u8| *b == b' ' || *b == b'\t';
+    let start = line.iter().position(|b| !blank(b))?;
+    let line = &line[start..];
+    let end = line.iter().position(blank).unwrap_or(line.len());
+    let (interp, rest) = line.split_at(end);
+    let rest: Vec<u8> = rest.iter().copied().skip_while(blank).collect();
+    let arg = rest.iter().rposition(|b| !blank(b)).map(|last| rest[..=last].to_vec());
+    Some((interp.to_vec(), arg))
+}
+
+pub(super) fn execve(emu: &mut Emulator, [path, argv, envp, ..]: [u64; 6]) -> SysResult {
+    exec(emu, super::abi::AT_FDCWD, path, argv, envp)
+}
+
+pub(super) fn execveat(emu: &mut Emulator, [dirfd, path, argv, envp, flags, ..]: [u64; 6]) -> SysResult {
+    if flags != 0 {
+        emu.warn(format!("execveat: flags {flags:#x} not supported"));
+        return fail(EINVAL);
+    }
+    exec(emu, dirfd, path, argv, envp)
+}
+
+fn exec(emu: &mut Emulator, dirfd: u64, path: u64, argv: u64, envp: u64) -> SysResult {
+    let mut path = emu.read_cstr(path, 4096)?.ok_or(SysError::Errno(super::errno::ENAMETOOLONG))?;
+    let mut used = 0;
+    let mut args = strings(emu, argv, &mut used)?;
+    let env = strings(emu, envp, &mut used)?;
+    let (mut abs, mut data) = super::fs::program(emu, dirfd, &path)?;
+    let as_called = path.clone();
+    // Scripts: the interpreter runs with the script's path (up to the kernel's depth).
+    for _ in 0..4 {
+        let Some((interp, arg)) = shebang(&data) else { break };
+        let mut new_args = vec![interp.clone()];
+        new_args.extend(arg);
+        new_args.push(path.clone());
+        new_args.extend(args.into_iter().skip(1));
+        args = new_args;
+        (abs, data) = super::fs::program(emu, super::abi::AT_FDCWD, &interp)?;
+        path = interp;
+    }
+    if data.starts_with(b"#!") {
+        return fail(ELOOP);
+    }
+    let file = String::from_utf8_lossy(&abs).into_owned();
+    let image = match Image::parse(&file, &data) {
+        Ok(image) if image.arch == emu.arch() => image,
+        Ok(image) => {
+            emu.warn(format!("execve {file}: an {} program cannot run on {}", image.arch, emu.arch()));
+            return fail(ENOEXEC);
+        }
+        Err(e) => {
+            emu.warn(format!("execve: {e}"));
+            return fail(ENOEXEC);
+        }
+    };
+    if args.is_empty() {
+        // Linux adds an empty argv[0] rather than start a program without one.
+        args.push(Vec::new());
+    }
+    // The point of no return: the old program is gone.
+    let base = emu.icount();
+    emu.uc = crate::load::new_engine(emu.machine, emu.tracking(), &file)?;
+    emu.image = image;
+    emu.sched.base = base;
+    emu.sched.start = 0;
+    emu.altstack = None;
+    for action in emu.signals.actions.iter_mut() {
+        if action.handler != SIG_IGN {
+            *action = SigAction::default();
+        }
+    }
+    let closing: Vec<u64> = emu.fds.numbers().filter(|&fd| emu.fds.get(fd).is_some_and(|d| d.cloexec)).collect();
+    for fd in closing {
+        emu.fds.remove(fd);
+    }
+    emu.fs.exe = abs;
+    emu.load_program(&data, &args, &env)?;
+    let pid = emu.pid;
+    let me = emu.cur_mut();
+    me.execed = true;
+    me.vfork_parent = None;
+    emu.sched.events.push_back(ProcessEvent::Exec { pid, path: as_called });
+    Ok(Outcome::Resume)
+}
+
+const WNOHANG: u64 = 1;
+const WEXITED: u64 = 4;
+const WNOWAIT: u64 = 0x0100_0000;
+
+/// Which children a wait is for.
+#[derive(Debug, Clone, Copy)]
+enum Which {
+    Any,
+    Pid(Pid),
+    Group(Pid),
+}
+
+/// The children of the current process that `which` selects, in pid
+/// order, and the first of them that has ended.
+fn children(emu: &Emulator, which: Which) -> (usize, Option<(Pid, Exit)>) {
+    let me = emu.pid;
+    let mine = emu.procs.iter().filter(|(&pid, p)| {
+        p.ppid == me
+            && match which {
+                Which::Any => true,
+                Which::Pid(want) => pid == want,
+                Which::Group(g) => p.pgid == g,
+            }
+    });
+    let mut count = 0;
+    let mut ended = None;
+    for (&pid, p) in mine {
+        count += 1;
+        if let (None, Life::Zombie(exit)) = (ended, p.life) {
+            ended = Some((pid, exit));
+        }
+    }
+    (count, ended)
+}
+
+/// The `wait` status word of `exit`.
+fn status_word(exit: Exit) -> u64 {
+    match exit {
+        Exit::Code(code) => ((code as u64) & 0xff) << 8,
+        Exit::Signal { signal, .. } => u64::from(signal & 0x7f),
+    }
+}
+
+/// Bytes of `struct rusage` on every 64-bit architecture (all zero here).
+const RUSAGE_SIZE: usize = 144;
+
+pub(super) fn wait4(emu: &mut Emulator, [pid, status, options, rusage, ..]: [u64; 6]) -> SysResult {
+    let pid = pid as i64;
+    let which = match pid {
+        -1 => Which::Any,
+        0 => Which::Group(emu.cur().pgid),
+        p if p < 0 => Which::Group(p.unsigned_abs() as Pid),
+        p => Which::Pid(p as Pid),
+    };
+    if options & !(WNOHANG | 2 | 8 | 0x2000_0000 | 0x4000_0000 | 0x8000_0000) != 0 {
+        return fail(EINVAL);
+    }
+    let (count, ended) = children(emu, which);
+    if count == 0 {
+        return fail(ECHILD);
+    }
+    let Some((child, exit)) = ended else {
+        return if options & WNOHANG != 0 { ok(0) } else { block(None) };
+    };
+    if status != 0 {
+        emu.write_uint(status, 4, status_word(exit))?;
+    }
+    if rusage != 0 {
+        emu.write(rusage, &[0; RUSAGE_SIZE])?;
+    }
+    emu.procs.remove(&child);
+    ok(u64::from(child))
+}
+
+pub(super) fn waitid(emu: &mut Emulator, [idtype, id, infop, options, rusage, ..]: [u64; 6]) -> SysResult {
+    let which = match idtype {
+        0 => Which::Any,
+        1 if id > 0 => Which::Pid(id as Pid),
+        2 if id == 0 => Which::Group(emu.cur().pgid),
+        2 => Which::Group(id as Pid),
+        _ => return fail(EINVAL),
+    };
+    if options & WEXITED == 0 {
+        // Only ended children can be waited for here: nothing stops or continues.
+        return fail(EINVAL);
+    }
+    let (count, ended) = children(emu, which);
+    if count == 0 {
+        return fail(ECHILD);
+    }
+    let mut info = bytes::GuestStruct::new(emu.endian(), crate::sigframe::SIGINFO_SIZE);
+    let Some((child, exit)) = ended else {
+        if options & WNOHANG == 0 {
+            return block(None);
+        }
+        if infop != 0 {
+            emu.write(infop, &info.into_bytes())?;
+        }
+        return ok(0);
+    };
+    // CLD_EXITED with the code, or CLD_KILLED with the signal.
+    let (code, value) = match exit {
+        Exit::Code(c) => (1, (c as u64) & 0xff),
+        Exit::Signal { signal, .. } => (2, u64::from(signal)),
+    };
+    if infop != 0 {
+        info.set(0, 4, u64::from(crate::signal::SIGCHLD)).set(8, 4, code).set(16, 4, u64::from(child));
+        info.set(20, 4, crate::process::UID).set(24, 4, value);
+        emu.write(infop, &info.into_bytes())?;
+    }
+    if rusage != 0 {
+        emu.write(rusage, &[0; RUSAGE_SIZE])?;
+    }
+    if options & WNOWAIT == 0 {
+        emu.procs.remove(&child);
+    }
+    ok(0)
+}
