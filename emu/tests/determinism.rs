@@ -41,7 +41,7 @@ fn trace(exe: &Path, period: Option<u64>) -> Trace {
                     stdout: emu.stdout().to_vec(),
                 }
             }
-            Stop::Syscall(_) => unreachable!("syscall stops were not asked for"),
+            Stop::Syscall(_) | Stop::Process(_) => unreachable!("syscall and process stops were not asked for"),
         }
     }
 }
@@ -78,7 +78,7 @@ fn stopping_at_syscalls_changes_nothing() {
             match emu.run(RunLimit::to_exit().and_syscalls()).expect("run") {
                 Stop::Syscall(record) => calls.push(record),
                 Stop::Exit(exit) => break exit,
-                Stop::Limit => unreachable!(),
+                Stop::Limit | Stop::Process(_) => unreachable!(),
             }
         };
         assert_eq!((emu.icount(), exit.shell_status(), emu.stdout()), (total, status, &stdout[..]), "{arch}");
