@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use crate::types::{Cookie, Tid, WorkId};
+use crate::types::{Cookie, MmId, Tid, WorkId};
 
 /// One event.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -185,8 +185,16 @@ pub enum EventKind {
     ExitMm,
     /// The task is dead.
     Dead,
-    /// `execve()` replaced the task's mm.
-    Exec,
+    /// `execve()` replaced the task's mm and its user registers.
+    Exec {
+        /// The new address space.
+        mm: MmId,
+        /// The new image's entry PC (where its first trace starts).
+        pc: u64,
+        /// A deferred unwind was pending across the exec: it is served on
+        /// the return into the new image, with the cookie from before.
+        pending: bool,
+    },
     /// An SFrame section was registered or refused.
     SframeAdd {
         /// Section start.

@@ -1,6 +1,8 @@
 //! `do_exit()` (`kernel/exit.c`) in the order that matters here: PF_EXITING,
 //! `perf_event_exit_task()`, `unwind_deferred_task_exit()` (upstream: right
-//! before `exit_mm()`; v6.17: before perf's exit), `exit_mm()`, then
+//! before `exit_mm()`; v6.17: before perf's exit), `exit_mm()` (with its
+//! `mmput()`, which frees the mm's SFrame sections if it was the last
+//! user), then
 //! `exit_task_work()`, with the lab's alternative exit paths
 //! ([`ExitPath`]).
 
@@ -29,8 +31,11 @@ impl Kernel {
             _ => {}
         }
         self.point(cpu, Point::ExitBeforeExitMm);
-        self.task_mut(tid).mm = None;
+        let mm = self.task_mut(tid).mm.take();
         self.log(cpu, Some(tid), EventKind::ExitMm);
+        if let Some(mm) = mm {
+            self.mmput(mm, cpu, tid);
+        }
         // exit_task_work(): queued work runs now (without an mm), and no
         // more can be added.
         self.task_work_run(tid, mem);

@@ -16,8 +16,8 @@
 //! | `unwind_deferred_init()`, `unwind_deferred_request()` with `get_cookie()`, `unwind_deferred_task_work()` (`process_unwind_deferred()`), `unwind_user_faultable()`, `unwind_reset_info()`, `unwind_deferred_cancel()` (SRCU grace period, `callback_mutex`), `unwind_deferred_task_exit()` | `deferred.rs` |
 //! | entry from user mode, `exit_to_user_mode()`, the NMI path and its `TWA_NMI_CURRENT` self-IPI; `task_work_add()` (`TWA_RESUME`, `TWA_NMI_CURRENT`), `task_work_run()` | `entry.rs` |
 //! | `do_exit()`: `perf_event_exit_task()`, the exit hook, `exit_mm()`, `exit_task_work()` in order; the lab's exit-path variants | `exit.rs` |
-//! | `copy_process()` with `unwind_task_init()`, `execve()`, context switch, migration, sleep and wake-up | `task.rs` |
-//! | `mm_init_sframe()`, exec's `PT_GNU_SFRAME` and `prctl(PR_ADD_SFRAME / PR_REMOVE_SFRAME)` calling `sframe_add_section()` / `sframe_remove_section()`; munmap | `mm.rs` |
+//! | `copy_process()` with `unwind_task_init()` and `dup_mm()`; `execve()` (`exec_mmap()`, `start_thread()`); context switch, migration, sleep and wake-up | `task.rs` |
+//! | `mm_init()`'s `mm_init_sframe()`, exec's `PT_GNU_SFRAME` (`elf_add_sframe()`) and `prctl(PR_ADD_SFRAME / PR_REMOVE_SFRAME)` calling `sframe_add_section()` / `sframe_remove_section()`; munmap; `mmput()` → `__mmdrop()` → `sframe_free_mm()` | `mm.rs` |
 //! | `unwind_user()`, `unwind_user_next()`, `unwind_user_next_common()`, `unwind_user_next_sframe()` | `unwind/user.rs` |
 //! | `unwind_user_next_fp()` (`unwind_user_fp_get_frame()`), the s390x back chain | `unwind/fp.rs` |
 //! | `struct sframe_section`, `sframe_add_section()`, `sframe_remove_section()` | `unwind/sframe.rs` |

@@ -1,18 +1,22 @@
 //! Address spaces and their SFrame sections as the mm side sees them: a new
-//! mm (`mm_init_sframe()`), registration of a section by exec for
-//! `PT_GNU_SFRAME` or by `prctl(PR_ADD_SFRAME)` (`sframe_add_section()`),
-//! its removal by `prctl(PR_REMOVE_SFRAME)` (`sframe_remove_section()`),
-//! and the lab's munmap hook. The registry itself is `unwind/sframe.rs`.
+//! mm (`mm_init()` with `mm_init_sframe()`, `kernel/fork.c`: for exec's
+//! `mm_alloc()` and fork's `dup_mm()` alike), registration of a section by
+//! exec for `PT_GNU_SFRAME` (`elf_add_sframe()`) or by
+//! `prctl(PR_ADD_SFRAME)` (`sframe_add_section()`), its removal by
+//! `prctl(PR_REMOVE_SFRAME)` (`sframe_remove_section()`), the lab's munmap
+//! hook, and the end of an mm (`mmput()` → `__mmdrop()` →
+//! `sframe_free_mm()`). The registry itself is `unwind/sframe.rs`.
 
 use crate::arch::Arch;
 use crate::event::EventKind;
-use crate::kernel::{Kernel, Mm};
+use crate::kernel::{Kernel, Mm, TaskState};
 use crate::memory::{Access, UserMemory};
-use crate::types::MmId;
+use crate::types::{MmId, Tid};
 use crate::unwind::SframeRegistry;
 
 impl Kernel {
-    /// A new address space for `arch`.
+    /// A new address space for `arch`, with an empty SFrame table
+    /// (`mm_init_sframe()`).
     pub fn new_mm(&mut self, arch: Arch) -> MmId {
         self.mms.push(Mm { arch, sframe: SframeRegistry::new(arch) });
         MmId(self.mms.len() - 1)
@@ -49,5 +53,29 @@ impl Kernel {
             self.log(0, None, EventKind::SframeRemove { sframe: start, why: format!("munmap removed {removed}") });
         }
         removed
+    }
+
+    /// `mmput()` of `mm` by `tid`, which no longer uses it (exec replaced
+    /// it, or `exit_mm()`): when no task has it as its mm any more and no
+    /// copy of a stack taken on exit refers to it, the mm dies and
+    /// `__mmdrop()` frees its SFrame sections (`sframe_free_mm()`). Each
+    /// freed section is logged; the [`MmId`] stays valid, with an empty
+    /// table, as nothing can reach the mm through a task any more.
+    pub(crate) fn mmput(&mut self, mm: MmId, cpu: usize, tid: Tid) {
+        let in_use = self.tasks.values().any(|t| {
+            (t.state != TaskState::Dead && t.mm == Some(mm)) || t.stack_copy.as_ref().is_some_and(|c| c.mm == mm)
+        });
+        if in_use {
+            return;
+        }
+        let arch = self.mms[mm.0].arch;
+        let old = std::mem::replace(&mut self.mms[mm.0].sframe, SframeRegistry::new(arch));
+        for entry in old.entries() {
+            self.log(
+                cpu,
+                Some(tid),
+                EventKind::SframeRemove { sframe: entry.sframe_start, why: "mm freed (sframe_free_mm)".into() },
+            );
+        }
     }
 }

@@ -74,6 +74,20 @@ impl Kernel {
         }
     }
 
+    /// `execve()` rewrote the task's user registers: the trace for the
+    /// cookie still open in this entry must now start at the new image's
+    /// `pc` (B6 compares with the registers as they are on the return to
+    /// user; upstream serves a request made before the exec there, §5.4).
+    pub(crate) fn ledger_exec(&mut self, tid: Tid, pc: u64) {
+        if !self.check {
+            return;
+        }
+        let id = self.task(tid).info.id;
+        if let Some(e) = self.ledger.entries.get_mut(&(tid, id.id())) {
+            e.pc = pc;
+        }
+    }
+
     /// Records the start of a cancel (callbacks before it returns are fine;
     /// missing ones are excused).
     pub(crate) fn ledger_cancel(&mut self, work: WorkId) {
