@@ -441,8 +441,10 @@ fn check_files(g: &Guest, at: &str) -> Result<(), (String, String)> {
         }
         seen.insert(abs, path);
     }
-    // A file that is also the directory of another (sorted, a directory
-    // comes just before what it holds, but not always right before it).
+    // A file that is also the directory of another: the emulator would
+    // silently make it a directory. In sorted order the first path at or
+    // after "{abs}/" is inside it if any is ("/a/b" sorts after "/a/",
+    // whereas "/a.txt" sorts before it).
     for (abs, path) in &seen {
         let dir = format!("{abs}/");
         if let Some((inner, _)) = seen.range(dir.clone()..).next().filter(|(p, _)| p.starts_with(&dir)) {
