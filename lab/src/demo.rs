@@ -26,6 +26,9 @@ fn scenario(arch: Arch, guests_dir: &Path, mode: &str, exit_path: ExitPath, even
             stdin: "x\n".into(),
             cpu: 0,
             sframe_patch: Vec::new(),
+            files: Default::default(),
+            cwd: None,
+            root: None,
         }],
         tracers: vec![Tracer::Perf {
             name: "perf".into(),

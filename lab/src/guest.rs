@@ -49,8 +49,18 @@ pub(crate) fn set_up(g: &Guest, scenario: &Scenario, k: &mut Kernel) -> Result<(
         passthrough: false,
         seed: scenario.seed,
         exe_path: Some(format!("/guests/{file_name}").into_bytes()),
+        files: g.files.iter().map(|(p, c)| (p.clone().into_bytes(), c.clone().into_bytes())).collect(),
+        cwd: g.cwd.clone().map(String::into_bytes),
+        root: g.root.clone(),
+        // The root alone: no cross sysroot searched first, so what the
+        // guest sees is what the scenario names (and what the log's
+        // digests are of), on any machine.
+        prefix: Some(std::path::PathBuf::new()),
         ..Config::default()
     };
+    if let Some(root) = g.root.as_ref().filter(|r| !r.is_dir()) {
+        return Err(RunError::guest(&g.name, format!("root {}: no such host directory", root.display())));
+    }
     let (mut emu, symbols) = load(g, config)?;
     if emu.arch() != arch {
         return Err(RunError::guest(&g.name, format!("is not an {arch} program")));

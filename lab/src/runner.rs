@@ -60,6 +60,25 @@ pub fn run_with_progress(scenario: &Scenario, progress: &mut dyn FnMut(Progress)
     Ok(report(run, symbols))
 }
 
+/// The log lines of the run's inputs: guest by guest in scenario order,
+/// the files the scenario gave it, then the host files it read, each sorted
+/// by absolute guest path (a host path that is not UTF-8 is shown lossily).
+fn input_lines(run: &Run<'_>) -> Vec<String> {
+    let mut lines = Vec::new();
+    for (g, guest) in run.scenario.guests.iter().zip(&run.guests) {
+        let given: BTreeMap<String, u64> =
+            g.files.iter().map(|(p, c)| (g.file_path(p), emu::fs::fnv1a(c.as_bytes()))).collect();
+        for (path, digest) in given {
+            lines.push(crate::log::input_line(&g.name, crate::log::SOURCE_SCENARIO, &path, digest));
+        }
+        for (path, digest) in guest.emu.host_inputs() {
+            let path = String::from_utf8_lossy(&path);
+            lines.push(crate::log::input_line(&g.name, crate::log::SOURCE_HOST, &path, digest));
+        }
+    }
+    lines
+}
+
 /// The report of a finished run.
 fn report(mut run: Run<'_>, symbols: BTreeMap<String, sframe::elf::Symbols>) -> Report {
     let (samples, mut summary) = crate::judge::samples(&run.k, &run.samples, &run.guests, &run.cancelled);
@@ -99,7 +118,7 @@ fn report(mut run: Run<'_>, symbols: BTreeMap<String, sframe::elf::Symbols>) -> 
             instructions: g.emu.icount(),
         })
         .collect();
-    let log = crate::log::lines(run.scenario, run.k.events(), &run.extra, &summary);
+    let log = crate::log::lines(run.scenario, &input_lines(&run), run.k.events(), &run.extra, &summary);
     let mut report = Report {
         scenario: run.scenario.clone(),
         summary,

@@ -2,6 +2,7 @@
 //! kernel options, timed events and expectations. Unknown fields are errors;
 //! every error names the file, the JSON path and what was expected.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use kmodel::arch::Arch;
@@ -80,6 +81,103 @@ pub struct Guest {
     /// (offset from the section start, new byte): a corrupted section.
     #[serde(default)]
     pub sframe_patch: Vec<(u64, u8)>,
+    /// Files added to its file system, by guest path (a relative one is
+    /// taken from `cwd`), with their contents as text. They live in the
+    /// guest's in-memory overlay: the host is never read for them, and the
+    /// log's header holds them whole. (Skipped when empty, like `cwd` and
+    /// `root`, so that the logs of scenarios without them stay as they
+    /// were.)
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty", deserialize_with = "unique_files")]
+    pub files: BTreeMap<String, String>,
+    /// Its working directory: an absolute guest path (default `/`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// A host directory it sees as `/`, read-only (relative to the scenario
+    /// file; default none: the guest sees only its own files). The log
+    /// records a digest of every host file it reads, so that a replay can
+    /// say which one changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<PathBuf>,
+}
+
+impl Guest {
+    /// The absolute guest path of `files` entry `path`: the one the log
+    /// names (the checks in [`Scenario::validate`] make it unique and
+    /// already normalised).
+    pub fn file_path(&self, path: &str) -> String {
+        match self.cwd.as_deref() {
+            _ if path.starts_with('/') => path.to_string(),
+            None | Some("/") => format!("/{path}"),
+            Some(cwd) => format!("{cwd}/{path}"),
+        }
+    }
+}
+
+/// `files` read as a map that refuses a path given twice (serde's maps keep
+/// the last value silently, and a scenario whose file is not what its
+/// author read is worse than an error).
+fn unique_files<'de, D: serde::Deserializer<'de>>(de: D) -> Result<BTreeMap<String, String>, D::Error> {
+    struct Files;
+    impl<'de> serde::de::Visitor<'de> for Files {
+        type Value = BTreeMap<String, String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a map from guest paths to file contents (strings)")
+        }
+        fn visit_map<M: serde::de::MapAccess<'de>>(self, mut map: M) -> Result<Self::Value, M::Error> {
+            let mut files = BTreeMap::new();
+            while let Some((path, contents)) = map.next_entry::<String, String>()? {
+                if files.contains_key(&path) {
+                    return Err(serde::de::Error::custom(format!("file {path:?} given twice")));
+                }
+                files.insert(path, contents);
+            }
+            Ok(files)
+        }
+    }
+    de.deserialize_map(Files)
+}
+
+/// Most files one guest may be given.
+pub const MAX_FILES: usize = 64;
+/// Most bytes of one file given in a scenario.
+pub const MAX_FILE_BYTES: usize = 1 << 20;
+/// Most bytes of all one guest's files together (the log's header embeds
+/// them, and every replay re-reads that header).
+pub const MAX_FILES_BYTES: usize = 4 << 20;
+/// Longest guest path: Linux's `PATH_MAX` less its NUL.
+const MAX_PATH: usize = 4095;
+/// Longest name in a guest path: Linux's `NAME_MAX`.
+const MAX_NAME: usize = 255;
+
+/// Why `path` is not a usable guest path, if it is not: it must be
+/// non-empty, without NUL, within Linux's limits, and normalised (no empty,
+/// `.` or `..` component, no trailing `/` except for `/` itself), so that
+/// the name in the scenario is the name the guest sees and the log records.
+fn guest_path_problem(path: &str) -> Option<String> {
+    if path.is_empty() {
+        return Some("expected a path, got an empty string".into());
+    }
+    if path.contains('\0') {
+        return Some(format!("path {path:?} contains a NUL byte"));
+    }
+    if path.len() > MAX_PATH {
+        return Some(format!("path is {} bytes long, more than Linux's {MAX_PATH}", path.len()));
+    }
+    if path == "/" {
+        return None;
+    }
+    let rest = path.strip_prefix('/').unwrap_or(path);
+    for name in rest.split('/') {
+        if name.is_empty() || name == "." || name == ".." {
+            return Some(format!(
+                "path {path:?} is not normalised (an empty, \".\" or \"..\" component, or a trailing \"/\")"
+            ));
+        }
+        if name.len() > MAX_NAME {
+            return Some(format!("path {path:?} has a name longer than Linux's {MAX_NAME} bytes"));
+        }
+    }
+    None
 }
 
 /// A tracer.
@@ -292,6 +390,76 @@ fn check_tracer<'s>(
     }
 }
 
+/// The rules for a guest's `files`, `cwd` and `root` (`at` is its JSON
+/// path). Errors are (JSON path, message).
+fn check_files(g: &Guest, at: &str) -> Result<(), (String, String)> {
+    if let Some(cwd) = &g.cwd {
+        let problem = guest_path_problem(cwd)
+            .or_else(|| (!cwd.starts_with('/')).then(|| format!("expected an absolute guest path, got {cwd:?}")));
+        if let Some(message) = problem {
+            return Err((format!("{at}.cwd"), message));
+        }
+    }
+    if let Some(root) = &g.root {
+        if root.as_os_str().is_empty() {
+            return Err((format!("{at}.root"), "expected a host directory, got an empty string".into()));
+        }
+        if root.as_os_str().as_encoded_bytes().contains(&0) {
+            return Err((format!("{at}.root"), format!("path {:?} contains a NUL byte", root.display())));
+        }
+    }
+    if g.files.len() > MAX_FILES {
+        return Err((format!("{at}.files"), format!("expected at most {MAX_FILES} files, got {}", g.files.len())));
+    }
+    let mut total = 0;
+    // Absolute path → the name the scenario gave it.
+    let mut seen: BTreeMap<String, &str> = BTreeMap::new();
+    for (path, contents) in &g.files {
+        let here = format!("{at}.files[{path:?}]");
+        if let Some(message) = guest_path_problem(path) {
+            return Err((here, message));
+        }
+        if path == "/" {
+            return Err((here, "\"/\" is a directory, not a file".into()));
+        }
+        if contents.len() > MAX_FILE_BYTES {
+            return Err((here, format!("{} bytes, more than the {MAX_FILE_BYTES} a file may have", contents.len())));
+        }
+        total += contents.len();
+        if total > MAX_FILES_BYTES {
+            return Err((here, format!("the files come to more than the {MAX_FILES_BYTES} bytes one guest may have")));
+        }
+        let abs = g.file_path(path);
+        if abs.len() > MAX_PATH {
+            return Err((here, format!("its absolute path is {} bytes long, more than Linux's {MAX_PATH}", abs.len())));
+        }
+        if let Some(other) = seen.get(&abs) {
+            return Err((here, format!("the same file as {other:?} ({abs})")));
+        }
+        if g.cwd.as_deref() == Some(abs.as_str()) {
+            return Err((here, format!("{abs} is the working directory, not a file")));
+        }
+        seen.insert(abs, path);
+    }
+    // A file that is also the directory of another: the emulator would
+    // silently make it a directory. In sorted order the first path at or
+    // after "{abs}/" is inside it if any is ("/a/b" sorts after "/a/",
+    // whereas "/a.txt" sorts before it).
+    for (abs, path) in &seen {
+        let dir = format!("{abs}/");
+        if let Some((inner, _)) = seen.range(dir.clone()..).next().filter(|(p, _)| p.starts_with(&dir)) {
+            return Err((format!("{at}.files[{path:?}]"), format!("{abs} is a file, but {inner} is given inside it")));
+        }
+        if let Some(cwd) = g.cwd.as_deref().filter(|c| c.starts_with(&dir)) {
+            return Err((
+                format!("{at}.files[{path:?}]"),
+                format!("{abs} is a file, but the working directory {cwd} is inside it"),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// A scenario file that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
@@ -338,12 +506,16 @@ impl Scenario {
         Ok(scenario)
     }
 
-    /// [`Scenario::parse`], with relative guest paths taken relative to `dir`.
+    /// [`Scenario::parse`], with relative guest paths and roots taken
+    /// relative to `dir`.
     pub fn parse_in(text: &str, file: &str, dir: &Path) -> Result<Self, ScenarioError> {
         let mut s = Self::parse(text, file)?;
         for g in &mut s.guests {
             if g.path.is_relative() {
                 g.path = dir.join(&g.path);
+            }
+            if let Some(root) = g.root.as_mut().filter(|r| r.is_relative()) {
+                *root = dir.join(&*root);
             }
         }
         Ok(s)
@@ -360,6 +532,13 @@ impl Scenario {
                     file,
                     path: format!("guests[{i}].path"),
                     message: format!("no such guest program: {}", g.path.display()),
+                });
+            }
+            if let Some(root) = g.root.as_ref().filter(|r| !r.is_dir()) {
+                return Err(ScenarioError::Invalid {
+                    file,
+                    path: format!("guests[{i}].root"),
+                    message: format!("no such host directory: {}", root.display()),
                 });
             }
         }
@@ -385,6 +564,9 @@ impl Scenario {
             }
             if self.guests[..i].iter().any(|o| o.name == g.name) {
                 return bad(format!("guests[{i}].name"), format!("duplicate guest name {:?}", g.name));
+            }
+            if let Err((path, message)) = check_files(g, &format!("guests[{i}]")) {
+                return bad(path, message);
             }
         }
         let mut tracers: Vec<&str> = Vec::new();

@@ -68,6 +68,9 @@ pub fn validate(
                 stdin: String::new(),
                 cpu: 0,
                 sframe_patch: Vec::new(),
+                files: Default::default(),
+                cwd: None,
+                root: None,
             }],
             tracers: vec![Tracer::Perf {
                 name: "perf".into(),

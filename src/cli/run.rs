@@ -149,6 +149,21 @@ pub(crate) fn run_replay(args: &ReplayArgs) -> i32 {
             emit_line(&format!("  replayed: {replayed}"));
             EXIT_INVALID
         }
+        Ok(Replay::InputsChanged { changes, diverged }) => {
+            // One line: which inputs changed (the likely cause) and where
+            // the run differs; then both versions of that line.
+            let changes: Vec<String> = changes.iter().map(ToString::to_string).collect();
+            let outcome = match &diverged {
+                Some((line, ..)) => format!("the run differs from line {line}"),
+                None => "the rest of the run is identical".to_string(),
+            };
+            emit_line(&format!("{}: {}; {outcome}", args.log, changes.join("; ")));
+            if let Some((_, recorded, replayed)) = diverged {
+                emit_line(&format!("  recorded: {recorded}"));
+                emit_line(&format!("  replayed: {replayed}"));
+            }
+            EXIT_INVALID
+        }
         Err(e) => {
             eprintln!("unwindlab: {e}");
             EXIT_USAGE

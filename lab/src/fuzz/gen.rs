@@ -216,7 +216,41 @@ impl Gen<'_, '_> {
             }
             g.insert("sframe_patch".into(), Value::Array(patches));
         }
+        if self.one_in(8)? {
+            self.files(&mut g)?;
+        }
         Ok(Value::Object(g))
+    }
+
+    /// A guest's `files` and `cwd` (its `root` never: the harness runs no
+    /// scenario that reads the host). Wild ones get paths the parser must
+    /// refuse: relative or unnormalised working directories, NUL bytes,
+    /// `.` and `..`, a file inside a file, too many files.
+    fn files(&mut self, g: &mut Map<String, Value>) -> ArbResult<()> {
+        const PATHS: [&str; 6] = ["in.txt", "/etc/motd", "/data/a", "data/b", "/guests/x", "/proc/self/x"];
+        const BAD: [&str; 7] = ["", "/", "a/./b", "../a", "a\0b", "/a/", "/etc/motd/inner"];
+        let mut files = Map::new();
+        let count = if self.bad(8)? { crate::scenario::MAX_FILES + 1 } else { self.u.int_in_range(0..=3)? };
+        for i in 0..count {
+            let path = if self.bad(6)? {
+                self.choose(&BAD)?.to_string()
+            } else if i < PATHS.len() {
+                self.choose(&PATHS)?.to_string()
+            } else {
+                format!("/many/{i}")
+            };
+            files.insert(path, json!(self.text()?));
+        }
+        g.insert("files".into(), Value::Object(files));
+        if self.one_in(2)? {
+            let cwd = if self.bad(6)? {
+                *self.choose(&["work", "/a/../b", "", "/etc/motd"])?
+            } else {
+                *self.choose(&["/", "/work", "/data"])?
+            };
+            g.insert("cwd".into(), json!(cwd));
+        }
+        Ok(())
     }
 
     /// Kernel options: every field sometimes, every variant of each.
