@@ -435,6 +435,9 @@ pub(crate) enum Progress {
     Preempted,
 }
 
+/// The kernel's "restart after the handler" code (never seen by the guest).
+const ERESTARTSYS: i64 = 512;
+
 /// `SA_RESTART`: a system call interrupted by the handler's signal starts again.
 pub(crate) const SA_RESTART: u64 = 0x1000_0000;
 
@@ -542,8 +545,8 @@ impl Emulator {
     }
 
     /// Runs the call the current process sleeps in again: `None` if it
-    /// still cannot complete; otherwise its record (`None` when a signal
-    /// interrupted it, to be delivered next).
+    /// still cannot complete; otherwise its record (a signal may have ended
+    /// it: `-EINTR`, or `-ERESTARTSYS` when it restarts after the handler).
     pub(crate) fn retry_blocked(
         &mut self,
         blocked: Blocked,
@@ -551,15 +554,24 @@ impl Emulator {
         if let Some(restart) = self.interrupting_signal() {
             self.blocked = None;
             let info = self.info();
-            if restart {
+            let ret = if restart {
                 // As the kernel's -ERESTARTSYS: the call instruction runs again
                 // after the handler (its argument registers were never written).
                 let pc = self.reg(info.pc)?;
                 self.set_reg(info.pc, pc - info.syscall_len)?;
+                -ERESTARTSYS
             } else {
                 self.set_reg(info.syscall.ret, (-crate::syscall::errno::EINTR) as u64)?;
-            }
-            return Ok(Some(None));
+                -crate::syscall::errno::EINTR
+            };
+            let record = crate::syscall::SyscallRecord::interrupted(
+                self.icount(),
+                self.arch(),
+                blocked.nr,
+                blocked.name,
+                ret,
+            );
+            return Ok(Some(Some(record)));
         }
         let record = crate::syscall::dispatch(self, blocked.nr)?;
         Ok(if self.blocked.is_some() { None } else { Some(Some(record)) })

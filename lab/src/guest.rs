@@ -17,8 +17,12 @@ pub(crate) struct GuestRun {
     pub(crate) name: String,
     /// The emulated process.
     pub(crate) emu: Emulator,
-    /// Its task in the model.
+    /// The model's task of the process on its CPU.
     pub(crate) tid: Tid,
+    /// The model's task of each of its processes, by pid.
+    pub(crate) tasks: std::collections::BTreeMap<emu::Pid, Tid>,
+    /// Its processes asleep in a system call (in the kernel, for the model).
+    pub(crate) sleeping: std::collections::BTreeSet<emu::Pid>,
     /// The CPU it runs on.
     pub(crate) cpu: usize,
     /// Its shell-style exit status, once it has exited.
@@ -65,19 +69,14 @@ pub(crate) fn set_up(g: &Guest, scenario: &Scenario, k: &mut Kernel) -> Result<(
     if emu.arch() != arch {
         return Err(RunError::guest(&g.name, format!("is not an {arch} program")));
     }
-    let mm = k.new_mm(arch);
-    if let Some(sframe) = emu.sframe() {
-        if let Some(text) = emu.image().text_range() {
-            let mem = emu.user_memory();
-            // A refused section is logged by the model; FP remains.
-            let _ = k.add_sframe(mm, &mem, (sframe.addr, sframe.addr.saturating_add(sframe.size)), text);
-        }
-    }
+    let mm = image_mm(k, &mut emu);
     let tid = k.spawn(&g.name, mm, g.cpu);
     let run = GuestRun {
         name: g.name.clone(),
         emu,
         tid,
+        tasks: std::collections::BTreeMap::from([(emu::FIRST_PID, tid)]),
+        sleeping: std::collections::BTreeSet::new(),
         cpu: g.cpu,
         done: None,
         asleep_at_end: false,
@@ -86,6 +85,21 @@ pub(crate) fn set_up(g: &Guest, scenario: &Scenario, k: &mut Kernel) -> Result<(
         migrate_to: None,
     };
     Ok((run, symbols))
+}
+
+/// A new mm in the model for the program `emu` has just loaded (at start
+/// or by `execve`), with its `PT_GNU_SFRAME` section registered as exec
+/// registers it (`elf_add_sframe`).
+pub(crate) fn image_mm(k: &mut Kernel, emu: &mut Emulator) -> kmodel::types::MmId {
+    let mm = k.new_mm(emu.arch());
+    if let Some(sframe) = emu.sframe() {
+        if let Some(text) = emu.image().text_range() {
+            let mem = emu.user_memory();
+            // A refused section is logged by the model; FP remains.
+            let _ = k.add_sframe(mm, &mem, (sframe.addr, sframe.addr.saturating_add(sframe.size)), text);
+        }
+    }
+    mm
 }
 
 /// Loads a guest, with its `.sframe` patched first if the scenario says so

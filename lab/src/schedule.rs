@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use emu::{Exit, RunLimit, Stop};
+use emu::{Exit, ProcessEvent, RunLimit, Stop, SyscallRecord};
 use kmodel::arch::UserRegs;
 use kmodel::event::EntryReason;
 use kmodel::kernel::Kernel;
@@ -196,8 +196,8 @@ impl<'s> Run<'s> {
             self.k.set_time(global);
             self.k.schedule(self.guests[g].tid);
             let guest = &mut self.guests[g];
-            let stop =
-                guest.emu.run(RunLimit::icount(until).and_syscalls()).map_err(|e| RunError::guest(&guest.name, e))?;
+            let limit = RunLimit::icount(until).and_syscalls().and_processes();
+            let stop = guest.emu.run(limit).map_err(|e| RunError::guest(&guest.name, e))?;
             match stop {
                 Stop::Limit => {
                     if self.period.is_some_and(|p| self.guests[g].emu.icount() % p == 0) {
@@ -206,9 +206,9 @@ impl<'s> Run<'s> {
                 }
                 // The exit system calls end in Stop::Exit on the next run.
                 Stop::Syscall(record) if record.name.starts_with("exit") => {}
-                Stop::Syscall(record) => self.syscall(g, record.name, stop_after)?,
-                Stop::Exit(exit) => self.exit(g, exit, stop_after)?,
-                Stop::Process(_) => {}
+                Stop::Syscall(record) => self.syscall(g, &record, stop_after)?,
+                Stop::Process(event) => self.process(g, event, stop_after)?,
+                Stop::Exit(exit) => self.guests[g].done = Some(exit.shell_status()),
             }
         }
         Ok(())
@@ -238,12 +238,45 @@ impl<'s> Run<'s> {
         Ok(())
     }
 
-    fn syscall(&mut self, g: usize, name: &str, stop_after: u64) -> Result<(), RunError> {
+    /// Something happened to one of guest `g`'s processes.
+    fn process(&mut self, g: usize, event: ProcessEvent, stop_after: u64) -> Result<(), RunError> {
+        match event {
+            ProcessEvent::Switch { to, .. } => {
+                let guest = &mut self.guests[g];
+                let tid = *guest.tasks.get(&to).ok_or_else(|| RunError::guest(&guest.name, "switched to an unknown process"))?;
+                guest.tid = tid;
+                // The guest's processes share its CPU (a migration moved the one then running).
+                if self.k.task(tid).cpu != guest.cpu {
+                    self.k.migrate(tid, guest.cpu);
+                }
+                self.k.schedule(tid);
+            }
+            ProcessEvent::Block { pid, .. } => {
+                // The call sleeps in the kernel: the task entered it and sleeps there.
+                let regs = self.user_regs(g)?;
+                let tid = self.guests[g].tid;
+                let mem = self.guests[g].emu.user_memory();
+                self.k.enter(tid, EntryReason::Syscall, regs, &mem);
+                self.k.sleep(tid);
+                self.guests[g].sleeping.insert(pid);
+            }
+            ProcessEvent::Exit { exit, .. } => self.exit(g, exit, stop_after)?,
+            // Handled with the system call's stop, where the model's task is in the kernel.
+            ProcessEvent::Fork { .. } | ProcessEvent::Exec { .. } => {}
+        }
+        Ok(())
+    }
+
+    fn syscall(&mut self, g: usize, record: &SyscallRecord, stop_after: u64) -> Result<(), RunError> {
+        let name = record.name;
         let regs = self.user_regs(g)?;
         let tid = self.guests[g].tid;
-        {
+        let pid = self.guests[g].emu.pid();
+        if self.guests[g].sleeping.remove(&pid) {
+            self.k.wake(tid);
+        } else {
             let mem = self.guests[g].emu.user_memory();
-            self.k.enter(tid, EntryReason::Syscall, regs, &mem);
+            self.k.enter(tid, EntryReason::Syscall, regs.clone(), &mem);
         }
         // A slow system call: the task stays in the kernel for this many
         // sampling periods and every period's NMI hits it there.
@@ -266,6 +299,20 @@ impl<'s> Run<'s> {
         if matches!(name, "nanosleep" | "clock_nanosleep") {
             self.k.sleep(tid);
             self.k.wake(tid);
+        }
+        let guest = &mut self.guests[g];
+        if matches!(name, "clone" | "fork" | "vfork") && record.ret > 0 {
+            // copy_process() while the parent is in the kernel: the child
+            // starts with no deferred state (unwind_task_init) and an empty
+            // SFrame table; its first run is a return from the call.
+            let child = self.k.fork(tid, guest.cpu);
+            guest.tasks.insert(record.ret as emu::Pid, child);
+        }
+        if matches!(name, "execve" | "execveat") && record.ret == 0 {
+            // The new image's mm with its section, and its registers: what a
+            // pending request walks on the way out.
+            let mm = crate::guest::image_mm(&mut self.k, &mut guest.emu);
+            self.k.exec(tid, mm, regs);
         }
         let mem = self.guests[g].emu.user_memory();
         self.k.return_to_user(tid, &mem);

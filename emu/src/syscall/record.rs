@@ -30,6 +30,14 @@ pub struct SyscallRecord {
     pub(super) strings: Vec<(usize, Captured)>,
 }
 
+impl SyscallRecord {
+    /// The record of call `nr` (`name`) that a signal ended while it slept,
+    /// with result `ret` (`-EINTR`, or the restart code).
+    pub(crate) fn interrupted(icount: u64, arch: Arch, nr: u64, name: &'static str, ret: i64) -> SyscallRecord {
+        SyscallRecord { icount, arch, nr, name, args: [0; 6], ret, types: &[], returns: Ret::Num, strings: Vec::new() }
+    }
+}
+
 impl std::fmt::Display for SyscallRecord {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if self.name == "?" {
