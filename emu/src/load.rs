@@ -137,6 +137,14 @@ impl Emulator {
             },
             limits: config.limits,
         };
+        if config.root.is_none() {
+            // Without host files the program must still be there for
+            // `execve("/proc/self/exe")`: at its /proc/self/exe path, in the overlay.
+            let exe = emu.fs.exe.clone();
+            if emu.fs.lookup(&exe, &emu.fds).is_none() {
+                emu.fs.add_file(&exe, bytes, 0o755, crate::process::REALTIME_EPOCH_NS);
+            }
+        }
         let args = if config.args.is_empty() { vec![file.as_bytes().to_vec()] } else { config.args.clone() };
         emu.load_program(bytes, &args, &config.env)?;
         Ok(emu)
@@ -270,7 +278,7 @@ fn vfs_from_config(config: &Config, arch: kmodel::arch::Arch, exe: Vec<u8>) -> c
     let cwd = config.cwd.clone().unwrap_or_else(|| b"/".to_vec());
     let mut fs = crate::fs::Vfs::new(config.root.clone(), prefix, cwd, exe);
     for (path, data) in &config.files {
-        fs.add_file(path, data, crate::process::REALTIME_EPOCH_NS);
+        fs.add_file(path, data, 0o644, crate::process::REALTIME_EPOCH_NS);
     }
     fs
 }

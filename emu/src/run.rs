@@ -6,10 +6,10 @@ use crate::emulator::{Emulator, Exit};
 use crate::engine::Trap;
 use crate::error::Error;
 use crate::memory::MemFault;
+use crate::sched::{ProcessEvent, Progress};
 use crate::sigframe::{self, si_code, Cause};
 use crate::signal;
 use crate::syscall::{self, SyscallRecord};
-use crate::sched::{ProcessEvent, Progress};
 use crate::track::{self, Tracking};
 use unicorn_engine::uc_error;
 

@@ -529,12 +529,7 @@ impl Emulator {
                 // Only orphans are left, and they wait forever: like qemu-user,
                 // the machine ends with its first process.
                 None if self.sched.first_exit.is_some() => return Ok(self.sched.first_exit),
-                None => {
-                    return Err(Error::Deadlock {
-                        file: self.image.file.clone(),
-                        waiting: self.waiting_list(),
-                    })
-                }
+                None => return Err(Error::Deadlock { file: self.image.file.clone(), waiting: self.waiting_list() }),
             }
         }
         let next = self.next_candidates().into_iter().find(|&p| p != self.pid).or(alive.first().copied());
@@ -564,13 +559,8 @@ impl Emulator {
                 self.set_reg(info.syscall.ret, (-crate::syscall::errno::EINTR) as u64)?;
                 -crate::syscall::errno::EINTR
             };
-            let record = crate::syscall::SyscallRecord::interrupted(
-                self.icount(),
-                self.arch(),
-                blocked.nr,
-                blocked.name,
-                ret,
-            );
+            let record =
+                crate::syscall::SyscallRecord::interrupted(self.icount(), self.arch(), blocked.nr, blocked.name, ret);
             return Ok(Some(Some(record)));
         }
         let record = crate::syscall::dispatch(self, blocked.nr)?;

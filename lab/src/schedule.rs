@@ -243,7 +243,10 @@ impl<'s> Run<'s> {
         match event {
             ProcessEvent::Switch { to, .. } => {
                 let guest = &mut self.guests[g];
-                let tid = *guest.tasks.get(&to).ok_or_else(|| RunError::guest(&guest.name, "switched to an unknown process"))?;
+                let tid = *guest
+                    .tasks
+                    .get(&to)
+                    .ok_or_else(|| RunError::guest(&guest.name, "switched to an unknown process"))?;
                 guest.tid = tid;
                 // The guest's processes share its CPU (a migration moved the one then running).
                 if self.k.task(tid).cpu != guest.cpu {
@@ -357,8 +360,8 @@ impl<'s> Run<'s> {
             return Ok(());
         }
         let mem = self.guests[g].emu.user_memory();
+        // The guest is done when its machine is (`Stop::Exit`): other processes may run on.
         self.k.exit(tid, status, &mem);
-        self.guests[g].done = Some(status);
         Ok(())
     }
 }

@@ -109,7 +109,7 @@ impl Vfs {
 
     /// Adds a file with `data` at `path` (relative to the working
     /// directory), with any missing parent directories: the scenario's files.
-    pub(crate) fn add_file(&mut self, path: &[u8], data: &[u8], now_ns: u64) {
+    pub(crate) fn add_file(&mut self, path: &[u8], data: &[u8], mode: u32, now_ns: u64) {
         let abs = self.absolute(path);
         let mut at = Vec::new();
         let parts: Vec<&[u8]> = abs.split(|&b| b == b'/').filter(|c| !c.is_empty()).collect();
@@ -124,7 +124,7 @@ impl Vfs {
                 self.nodes.insert(at.clone(), Node::Dir(meta, false));
             }
         }
-        let meta = self.new_meta(0o644, now_ns);
+        let meta = self.new_meta(mode, now_ns);
         self.used += data.len() as u64;
         self.nodes.insert(abs, Node::File(Rc::new(RefCell::new(OverlayFile { data: data.to_vec(), meta }))));
     }

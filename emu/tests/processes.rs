@@ -1,0 +1,73 @@
+//! Several processes on every architecture: `procs.c` forks, waits, talks
+//! through pipes, gets SIGPIPE and SIGCHLD, kills a child, sleeps in a
+//! child, and execs itself by posix_spawn, fork+exec and vfork+exec. It
+//! execs, which qemu-user cannot do for a foreign architecture, so the
+//! reference is the x86-64 build run natively. The limits stop a fork bomb,
+//! a program that never ends and a deadlock with clear errors.
+
+mod common;
+
+use emu::{Arch, Config, Emulator, Error, Exit, Limits};
+use std::process::Command;
+
+fn run(arch: Arch, args: &[&str], limits: Limits) -> Option<(Result<Exit, Error>, Emulator)> {
+    let exe = common::build("procs", arch, &[])?;
+    let mut config = common::config(&exe, args, b"");
+    config.limits = limits;
+    let mut emu = Emulator::load(&exe, Config { ..config }).expect("load");
+    let result = emu.run_to_exit();
+    Some((result, emu))
+}
+
+#[test]
+fn processes_behave_as_on_linux() {
+    let Some(native) = common::build("procs", Arch::X86_64, &[]) else { return };
+    let reference = Command::new(&native).output().expect("run natively");
+    assert!(reference.status.success());
+    for arch in Arch::ALL {
+        let Some((result, emu)) = run(arch, &[], Limits::default()) else { continue };
+        assert_eq!(result.expect("runs"), Exit::Code(0), "{arch}");
+        assert_eq!(String::from_utf8_lossy(emu.stdout()), String::from_utf8_lossy(&reference.stdout), "{arch}");
+        assert!(emu.pids().is_empty(), "{arch}: processes left");
+    }
+}
+
+#[test]
+fn runs_with_processes_are_deterministic() {
+    for arch in Arch::ALL {
+        let Some((_, a)) = run(arch, &["noexec"], Limits::default()) else { continue };
+        let (_, b) = run(arch, &["noexec"], Limits::default()).unwrap();
+        assert_eq!((a.icount(), a.stdout()), (b.icount(), b.stdout()), "{arch}");
+        assert!(a.icount() > 0);
+    }
+}
+
+#[test]
+fn a_fork_bomb_stops_at_the_process_limit() {
+    for arch in Arch::ALL {
+        let limits = Limits { processes: 16, ..Limits::default() };
+        let Some((result, _)) = run(arch, &["bomb"], limits) else { continue };
+        let err = result.expect_err("the bomb must be stopped").to_string();
+        assert!(err.contains("limit of 16") && err.contains("fork bomb"), "{arch}: {err}");
+    }
+}
+
+#[test]
+fn a_program_that_never_ends_stops_at_the_instruction_limit() {
+    for arch in Arch::ALL {
+        let limits = Limits { instructions: Some(2_000_000), ..Limits::default() };
+        let Some((result, emu)) = run(arch, &["spin"], limits) else { continue };
+        let err = result.expect_err("must be stopped").to_string();
+        assert!(err.contains("ran 2000000 instructions, its limit"), "{arch}: {err}");
+        assert_eq!(emu.icount(), 2_000_000, "{arch}");
+    }
+}
+
+#[test]
+fn a_deadlock_is_reported_with_what_each_process_waits_for() {
+    for arch in Arch::ALL {
+        let Some((result, _)) = run(arch, &["deadlock"], Limits::default()) else { continue };
+        let err = result.expect_err("must be reported").to_string();
+        assert!(err.contains("deadlock: every process waits (1000 in read)"), "{arch}: {err}");
+    }
+}
