@@ -14,8 +14,12 @@ FUZZ_SECONDS ?= 600
 
 all: deps preflight build run
 
+# The Debian packages the host needs, then Debian's static busybox and bash
+# for amd64, arm64 and s390x for tests/conformance.rs (a cache; quick once
+# fetched).
 deps:
 	@scripts/install-deps.sh
+	@scripts/fetch-debian-programs.sh
 
 # Seconds, not minutes: every tool answers and a static hello runs on each
 # architecture; otherwise one line names the Debian package to install.

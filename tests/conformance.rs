@@ -1,0 +1,975 @@
+//! Conformance against Debian's own statically linked programs (issue 12):
+//! every command line of [`LINES`] runs on amd64, arm64 and s390x under
+//! `unwindlab exec` and under the reference, and stdout, stderr and the exit
+//! status must be identical.
+//!
+//! The programs are Debian's builds of busybox-static and bash-static for
+//! each architecture, fetched by `scripts/fetch-debian-programs.sh` (`make
+//! deps`) into a cache; `tests/conformance/PACKAGES.md` names them and their
+//! licences. The reference is qemu-user for arm64 and s390x (`qemu-aarch64
+//! -L ROOT`, `qemu-s390x -L ROOT`) and the program itself for amd64 — except
+//! for lines that exec another program: qemu-user cannot start a
+//! foreign-architecture child here (there is no binfmt_misc), so for those
+//! the reference is the same package's amd64 build run natively. Each line
+//! says which reference it uses and why.
+//!
+//! Every run (each reference twice, to prove it deterministic, and the
+//! emulator once) gets a fresh empty directory as its cwd, a fixed
+//! environment and its stdin from a file; the lines read the host files of
+//! `tests/conformance/tree` through `$FIX` and write only below cwd.
+//!
+//! Lines that fail today are listed in `tests/conformance/expected-failures.txt`
+//! (the emulator lacks pipes, fork and exec): they are reported, not failed,
+//! and a listed line that passes fails the test until it is struck from the
+//! list. Knobs, all environment variables:
+//!
+//! * `UNWINDLAB_CONFORMANCE_LINE=a,b`  only lines whose names contain `a` or `b`
+//! * `UNWINDLAB_CONFORMANCE_ARCH=arm64,s390x`  only those architectures
+//! * `UNWINDLAB_CONFORMANCE_STRICT=1`  ignore the expected-failures list (every diff shown)
+//! * `UNWINDLAB_CONFORMANCE_TIMEOUT=SECONDS`  per run (default 20)
+//! * `UNWINDLAB_CONFORMANCE_BUDGET=SECONDS`  for the whole suite (default 240): past it,
+//!   each run gets at most a second, so hung lines cannot eat CI's time
+//! * `UNWINDLAB_CONFORMANCE_JOBS=N`  parallel runs (default: the number of CPUs)
+//! * `UNWINDLAB_CONFORMANCE_AUDIT=1`  also check each foreign line's choice of reference
+//! * `UNWINDLAB_DEBIAN_CACHE=DIR`  the cache (default `${XDG_CACHE_HOME:-~/.cache}/unwindlab/debian`)
+//!
+//! The whole report is also written to `target/tmp/conformance/report.txt`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::fs::File;
+use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The three architectures, by their Debian names.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+enum Arch {
+    Amd64,
+    Arm64,
+    S390x,
+}
+
+impl Arch {
+    const ALL: [Arch; 3] = [Arch::Amd64, Arch::Arm64, Arch::S390x];
+
+    fn debian(self) -> &'static str {
+        match self {
+            Arch::Amd64 => "amd64",
+            Arch::Arm64 => "arm64",
+            Arch::S390x => "s390x",
+        }
+    }
+
+    /// The qemu-user program for a foreign architecture (amd64 runs natively).
+    fn qemu(self) -> Option<&'static str> {
+        match self {
+            Arch::Amd64 => None,
+            Arch::Arm64 => Some("qemu-aarch64"),
+            Arch::S390x => Some("qemu-s390x"),
+        }
+    }
+}
+
+/// What a line's output is compared with on arm64 and s390x (on amd64 both
+/// mean the amd64 build run natively).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Reference {
+    /// The same build under qemu-user: the line runs builtins, busybox
+    /// NOFORK/NOEXEC applets (which fork but do not exec) and forks only.
+    Qemu,
+    /// The amd64 build natively: the line execs another program, which
+    /// qemu-user cannot start for a foreign architecture here.
+    Amd64,
+}
+
+/// How a line starts its program.
+#[derive(Clone, Copy, Debug)]
+enum Invocation {
+    /// `bash-static -c SCRIPT bash` (so bash's messages say `bash:`).
+    Bash(&'static str),
+    /// `busybox sh -c SCRIPT sh`: busybox's ash.
+    Sh(&'static str),
+    /// `bin/APPLET ARGS…` through the cache's link to busybox; `{FIX}` in an
+    /// argument stands for the fixture directory.
+    Applet(&'static str, &'static [&'static str]),
+}
+
+/// One command line of the suite.
+#[derive(Clone, Copy, Debug)]
+struct Line {
+    name: &'static str,
+    run: Invocation,
+    stdin: &'static str,
+    reference: Reference,
+    /// Why that reference: what the line execs, or why qemu-user can run it.
+    why: &'static str,
+}
+
+const fn bash(name: &'static str, script: &'static str, reference: Reference, why: &'static str) -> Line {
+    Line { name, run: Invocation::Bash(script), stdin: "", reference, why }
+}
+
+const fn sh(name: &'static str, script: &'static str, reference: Reference, why: &'static str) -> Line {
+    Line { name, run: Invocation::Sh(script), stdin: "", reference, why }
+}
+
+const fn applet(name: &'static str, applet: &'static str, args: &'static [&'static str], why: &'static str) -> Line {
+    Line { name, run: Invocation::Applet(applet, args), stdin: "", reference: Reference::Qemu, why }
+}
+
+const fn with_stdin(line: Line, stdin: &'static str) -> Line {
+    Line { stdin, ..line }
+}
+
+use Reference::{Amd64, Qemu};
+
+const BUILTINS: &str = "bash builtins and forks only";
+const ASH_BUILTINS: &str = "ash builtins, NOFORK/NOEXEC applets and forks only";
+const ONE_APPLET: &str = "one busybox applet, no child";
+
+/// The command lines: at least 40, covering pipelines, command substitution,
+/// redirection, here-documents, subshells, background jobs and `wait`,
+/// `kill`, `exec`, host files and directories, and files written then read.
+const LINES: &[Line] = &[
+    // Pipelines.
+    bash(
+        "bash-pipe-builtins",
+        r#"printf '%s\n' one two three | while read -r w; do echo "${#w} $w"; done"#,
+        Qemu,
+        BUILTINS,
+    ),
+    bash("bash-pipe-external", "printf '%s\\n' pear apple fig | sort | tr a-z A-Z", Amd64, "execs sort and tr"),
+    bash(
+        "bash-pipefail",
+        r#"set -o pipefail; { echo x; exit 3; } | { read -r l; echo "read $l"; }; echo "pipeline $?""#,
+        Qemu,
+        BUILTINS,
+    ),
+    sh("sh-pipe-exec", r#"echo c b a | tr ' ' '\n' | sort -r"#, Amd64, "ash execs /proc/self/exe for tr"),
+    sh("sh-pipe-noexec", "seq 1 5 | head -n 3", Qemu, "seq and head are NOEXEC applets: forked, not exec'd"),
+    with_stdin(bash("bash-pipe-stdin", "sort -r | head -n 2", Amd64, "execs sort and head"), "b\nd\na\nc\n"),
+    // Command substitution.
+    bash(
+        "bash-cmdsubst",
+        r#"x=$(echo inner; echo two); y=$(printf '%s\n' "$x" | while read -r l; do printf '[%s]' "$l"; done); echo "$y""#,
+        Qemu,
+        BUILTINS,
+    ),
+    bash("bash-cmdsubst-exec", r#"n=$(ls "$FIX" | wc -l); echo "entries: $n""#, Amd64, "execs ls and wc"),
+    sh(
+        "sh-cmdsubst",
+        r#"a=$(basename /x/y/file.txt .txt); b=$(dirname /x/y/file.txt); echo "$b $a""#,
+        Qemu,
+        "basename and dirname are NOFORK applets",
+    ),
+    // Redirection to and from files.
+    bash(
+        "bash-redirect",
+        r#"echo first > f.txt; echo second >> f.txt; while read -r l; do echo "<$l>"; done < f.txt"#,
+        Qemu,
+        BUILTINS,
+    ),
+    bash(
+        "bash-redirect-stderr",
+        r#"{ echo out; echo err >&2; } 2> e.txt; echo "captured: $(< e.txt)"; echo to-stderr >&2"#,
+        Qemu,
+        BUILTINS,
+    ),
+    bash(
+        "bash-noclobber",
+        r#"set -C; echo a > g.txt; echo b > g.txt; echo "status $?"; echo c >| g.txt; read -r v < g.txt; echo "$v""#,
+        Qemu,
+        BUILTINS,
+    ),
+    bash("bash-missing-file", r#"read -r l < nosuch.txt; echo "status $?""#, Qemu, BUILTINS),
+    sh("sh-redirect-exec", "echo hello > h.txt; cat h.txt h.txt > i.txt; wc -l < i.txt", Amd64, "ash execs cat and wc"),
+    // Here-documents and here-strings.
+    bash(
+        "bash-heredoc",
+        "while read -r a b; do echo \"$b $a\"; done <<EOF\none 1\ntwo 2\n$((6 * 7)) x\nEOF",
+        Qemu,
+        BUILTINS,
+    ),
+    bash("bash-heredoc-exec", "sort <<'EOF'\nzeta\nalpha $HOME\nmid\nEOF", Amd64, "execs sort"),
+    bash("bash-herestring", r#"read -r a b <<< "left right"; echo "$b $a""#, Qemu, BUILTINS),
+    sh("sh-heredoc", "while read -r l; do echo \"> $l\"; done <<EOF\nfirst\n$((2 + 3))\nEOF", Qemu, ASH_BUILTINS),
+    sh("sh-heredoc-exec", "cat <<EOF\nhome is $HOME\nEOF", Amd64, "ash execs cat"),
+    // Subshells.
+    bash("bash-subshell", r#"x=1; (x=2; echo "inner $x"; exit 4); echo "status $? outer $x""#, Qemu, BUILTINS),
+    bash(
+        "bash-subshell-cd",
+        r#"(cd "$FIX/sub" && for f in *; do echo "$f"; done); for f in *; do echo "cwd has $f"; done"#,
+        Qemu,
+        BUILTINS,
+    ),
+    sh("sh-subshell", r#"(exit 3); echo "$?"; (echo sub) > s.txt; read -r v < s.txt; echo "$v""#, Qemu, ASH_BUILTINS),
+    // Background jobs and wait.
+    bash(
+        "bash-bg-wait",
+        r#"{ echo a > a.out; } & { echo b > b.out; } & wait; read -r x < a.out; read -r y < b.out; echo "$x$y""#,
+        Qemu,
+        BUILTINS,
+    ),
+    bash("bash-bg-status", r#"(exit 5) & p=$!; wait $p; echo "status $?""#, Qemu, BUILTINS),
+    bash("bash-bg-exec", "sleep 0.1 & echo started; wait; echo done", Amd64, "execs sleep"),
+    sh(
+        "sh-bg-wait",
+        r#"(echo x > x.out) & (echo y > y.out) & wait; read -r a < x.out; read -r b < y.out; echo "$a$b""#,
+        Qemu,
+        ASH_BUILTINS,
+    ),
+    // kill.
+    bash("bash-kill-loop", r#"( while :; do :; done ) & p=$!; kill $p; wait $p; echo "status $?""#, Qemu, BUILTINS),
+    bash(
+        "bash-kill-exec",
+        r#"sleep 100 & p=$!; kill -TERM $p; wait $p; echo "status $?""#,
+        Amd64,
+        "execs sleep (under qemu-user the kill mostly wins the race with the failing exec: right by luck)",
+    ),
+    sh(
+        "sh-kill-loop",
+        r#"(while :; do :; done) & kill $!; wait $! 2> /dev/null; echo "status $?""#,
+        Qemu,
+        ASH_BUILTINS,
+    ),
+    bash(
+        "bash-kill-running",
+        r#"( echo up > ready; while :; do :; done ) & until [ -s ready ]; do :; done; kill $!; wait $!; echo "status $?""#,
+        Qemu,
+        "bash builtins and forks only (the parent spins until the child has run)",
+    ),
+    bash("bash-kill-self", "kill -USR1 $$; echo not reached", Qemu, BUILTINS),
+    bash("bash-trap", "trap 'echo got USR1' USR1; kill -USR1 $$; echo after", Qemu, BUILTINS),
+    // exec.
+    bash(
+        "bash-exec-fd",
+        r#"exec 3> fd3.txt; echo via3 >&3; exec 3>&-; read -r l < fd3.txt; echo "$l""#,
+        Qemu,
+        BUILTINS,
+    ),
+    bash("bash-exec-replace", "exec echo replaced; echo not reached", Amd64, "execs busybox's echo"),
+    bash(
+        "bash-exec-missing",
+        "exec nosuchprog; echo not reached",
+        Qemu,
+        "nosuchprog is not on PATH: nothing is exec'd",
+    ),
+    sh("sh-exec", r#"cd "$FIX" && exec cat poem.txt"#, Amd64, "ash execs cat"),
+    sh(
+        "sh-exec-noexec",
+        r#"cd "$FIX" && exec ls"#,
+        Qemu,
+        "ash runs a NOEXEC applet that it is told to exec in-process",
+    ),
+    // Host files and directory listings.
+    applet("cat-host", "cat", &["{FIX}/poem.txt"], ONE_APPLET),
+    applet("ls-host", "ls", &["-1", "{FIX}"], ONE_APPLET),
+    sh("sh-ls-recursive", r#"cd "$FIX" && ls -R"#, Qemu, "ls is a NOEXEC applet"),
+    sh("sh-find-sort", r#"cd "$FIX" && find . -type f | sort"#, Qemu, "find and sort are NOEXEC applets"),
+    sh("sh-wc", r#"cd "$FIX" && wc -l poem.txt numbers.txt"#, Amd64, "ash execs wc"),
+    sh("sh-sha256", r#"cd "$FIX" && sha256sum poem.txt sub/a.txt"#, Qemu, "sha256sum is a NOEXEC applet"),
+    applet("awk-host", "awk", &["-F,", "{ s += $2 } END { print NR, s }", "{FIX}/data.csv"], ONE_APPLET),
+    applet("sed-host", "sed", &["-n", "2,3p", "{FIX}/poem.txt"], ONE_APPLET),
+    applet("sort-host", "sort", &["-n", "{FIX}/numbers.txt"], ONE_APPLET),
+    applet("od-host", "od", &["-An", "-c", "{FIX}/sub/a.txt"], ONE_APPLET),
+    bash(
+        "bash-glob",
+        r#"cd "$FIX" && for f in * sub/*; do if [ -d "$f" ]; then echo "dir $f"; else echo "file $f"; fi; done"#,
+        Qemu,
+        BUILTINS,
+    ),
+    bash("bash-read-host", r#"while IFS=, read -r k v; do echo "$v=$k"; done < "$FIX/data.csv""#, Qemu, BUILTINS),
+    sh("sh-cmp", r#"cd "$FIX/sub" && cmp a.txt b.txt; echo "status $?""#, Amd64, "ash execs cmp"),
+    // Files written, then read.
+    sh(
+        "sh-files",
+        "echo hi > x; cp x y; mv y z; ls; cat z; rm x z; ls; echo end",
+        Amd64,
+        "ash execs cat (cp, mv, rm and ls are NOEXEC)",
+    ),
+    sh(
+        "sh-mkdir-find",
+        "mkdir -p a/b/c && touch a/b/c/f && echo data > a/top && find a | sort && rm -r a && ls && echo empty",
+        Qemu,
+        "mkdir, touch, find, sort, rm and ls are NOEXEC applets",
+    ),
+    sh(
+        "sh-symlink",
+        "echo t > target; ln -s target link; readlink link; read -r v < link; echo \"$v\"",
+        Qemu,
+        ASH_BUILTINS,
+    ),
+    bash(
+        "bash-write-large",
+        r#"for ((i = 0; i < 1000; i++)); do echo "line $i"; done > big.txt; n=0; while read -r l; do n=$((n + 1)); done < big.txt; echo "$n $l""#,
+        Qemu,
+        BUILTINS,
+    ),
+    sh(
+        "sh-gzip-roundtrip",
+        r#"gzip -c "$FIX/poem.txt" > p.gz && gunzip -c p.gz > p.txt && md5sum p.txt"#,
+        Amd64,
+        "ash execs gzip and gunzip",
+    ),
+    sh(
+        "sh-tar-roundtrip",
+        "mkdir d && echo one > d/1 && tar -cf t.tar d && rm -r d && tar -xf t.tar && cat d/1",
+        Amd64,
+        "ash execs tar and cat",
+    ),
+    // Exit statuses, stdin, the environment.
+    applet("false", "false", &[], ONE_APPLET),
+    bash("bash-exit", "echo bye; exit 200", Qemu, BUILTINS),
+    applet("expr", "expr", &["6", "*", "7"], ONE_APPLET),
+    // Not `env`: qemu-user hands the guest its environment in reverse order.
+    applet(
+        "awk-environ",
+        "awk",
+        &[
+            r#"BEGIN { print ENVIRON["HOME"], ENVIRON["LANG"], ENVIRON["TZ"], ENVIRON["TERM"], "[" ENVIRON["NOSUCH"] "]" }"#,
+        ],
+        ONE_APPLET,
+    ),
+    bash("bash-not-found", r#"nosuchcmd arg; echo "status $?""#, Qemu, "nosuchcmd is not on PATH: nothing is exec'd"),
+    with_stdin(
+        bash("bash-stdin", r#"while read -r l; do echo "${#l}:$l"; done"#, Qemu, BUILTINS),
+        "alpha\nbe ta\n\nlast",
+    ),
+    with_stdin(applet("sort-stdin", "sort", &["-r"], ONE_APPLET), "b\nd\na\nc\n"),
+    with_stdin(
+        Line {
+            name: "sh-script-stdin",
+            run: Invocation::Applet("sh", &["-s"]),
+            stdin: "",
+            reference: Qemu,
+            why: ASH_BUILTINS,
+        },
+        "echo from stdin\nx=3\necho $((x * x))\nexit 9\n",
+    ),
+    applet("date-epoch", "date", &["-u", "-d", "@86400", "+%F %T %Z"], ONE_APPLET),
+];
+
+/// Where the fetched programs live: one root per architecture.
+struct Cache {
+    dir: PathBuf,
+}
+
+impl Cache {
+    /// The cache of `scripts/fetch-debian-programs.sh`, or one line saying to
+    /// run the set-up.
+    fn open() -> Result<Cache, String> {
+        let dir = match std::env::var_os("UNWINDLAB_DEBIAN_CACHE") {
+            Some(dir) => PathBuf::from(dir),
+            None => {
+                let base = match std::env::var_os("XDG_CACHE_HOME") {
+                    Some(x) if !x.is_empty() => PathBuf::from(x),
+                    _ => PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache"),
+                };
+                base.join("unwindlab").join("debian")
+            }
+        };
+        let manifest = dir.join("manifest.txt");
+        let text = std::fs::read_to_string(&manifest).map_err(|_| {
+            format!(
+                "conformance: Debian's static programs are not fetched (no {}): run `make deps` or scripts/fetch-debian-programs.sh",
+                manifest.display()
+            )
+        })?;
+        for arch in Arch::ALL {
+            for program in ["bin/busybox", "bin/bash-static", "bin/sort"] {
+                let path = dir.join(arch.debian()).join(program);
+                if !path.exists() || !text.lines().any(|l| l.starts_with(&format!("{} ", arch.debian()))) {
+                    return Err(format!(
+                        "conformance: the Debian program cache is incomplete (no {}): run `make deps` or scripts/fetch-debian-programs.sh",
+                        path.display()
+                    ));
+                }
+            }
+        }
+        Ok(Cache { dir })
+    }
+
+    fn root(&self, arch: Arch) -> PathBuf {
+        self.dir.join(arch.debian())
+    }
+}
+
+/// How a run ended.
+#[derive(Clone, PartialEq, Eq, Debug)]
+enum Status {
+    Exit(i32),
+    Signal(i32),
+    TimedOut(u64),
+    NotStarted(String),
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Status::Exit(code) => write!(f, "exit {code}"),
+            Status::Signal(sig) => write!(f, "killed by signal {sig}"),
+            Status::TimedOut(secs) => write!(f, "still running after {secs} s (killed)"),
+            Status::NotStarted(why) => write!(f, "did not start: {why}"),
+        }
+    }
+}
+
+/// What a run printed and how it ended.
+#[derive(Clone, PartialEq, Eq, Debug)]
+struct Outcome {
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    status: Status,
+}
+
+/// Everything fixed for the whole suite.
+struct Suite {
+    cache: Cache,
+    fixtures: PathBuf,
+    scratch: PathBuf,
+    emulator: PathBuf,
+    qemu: BTreeMap<Arch, PathBuf>,
+    timeout: Duration,
+    /// When the suite's time is up: later runs get a second at most.
+    deadline: Instant,
+}
+
+impl Suite {
+    /// The fixed environment of every run, for programs of `root`: nothing
+    /// from the host, so that both sides see the same.
+    fn env(&self, root: &Path) -> Vec<(&'static str, OsString)> {
+        vec![
+            ("PATH", root.join("bin").into_os_string()),
+            ("HOME", "/".into()),
+            ("LANG", "C".into()),
+            ("LC_ALL", "C".into()),
+            ("TZ", "UTC".into()),
+            ("TERM", "dumb".into()),
+            ("FIX", self.fixtures.clone().into_os_string()),
+        ]
+    }
+
+    /// The program and its arguments for `line`, from `root`.
+    fn argv(&self, line: &Line, root: &Path) -> Vec<OsString> {
+        let bin = root.join("bin");
+        let mut argv: Vec<OsString> = Vec::new();
+        match line.run {
+            Invocation::Bash(script) => {
+                argv.push(bin.join("bash-static").into());
+                argv.extend(["-c", script, "bash"].map(OsString::from));
+            }
+            Invocation::Sh(script) => {
+                argv.push(bin.join("busybox").into());
+                argv.extend(["sh", "-c", script, "sh"].map(OsString::from));
+            }
+            Invocation::Applet(name, args) => {
+                argv.push(bin.join(name).into());
+                let fix = self.fixtures.to_string_lossy();
+                argv.extend(args.iter().map(|a| OsString::from(a.replace("{FIX}", &fix))));
+            }
+        }
+        argv
+    }
+
+    /// The reference's command: natively for amd64 or an amd64 reference,
+    /// else under qemu-user with `-L ROOT`.
+    fn reference_command(&self, line: &Line, arch: Arch, reference: Reference) -> (Vec<OsString>, PathBuf) {
+        let arch = if reference == Reference::Amd64 { Arch::Amd64 } else { arch };
+        let root = self.cache.root(arch);
+        let mut cmd = Vec::new();
+        if let Some(qemu) = self.qemu.get(&arch) {
+            cmd.push(qemu.clone().into_os_string());
+            cmd.push("-L".into());
+            cmd.push(root.clone().into_os_string());
+        }
+        cmd.extend(self.argv(line, &root));
+        (cmd, root)
+    }
+
+    /// The emulator's command: `unwindlab exec`, with `--prefix ROOT` where
+    /// the reference has qemu-user's `-L ROOT`.
+    fn emulator_command(&self, line: &Line, arch: Arch) -> (Vec<OsString>, PathBuf) {
+        let root = self.cache.root(arch);
+        let mut cmd = vec![self.emulator.clone().into_os_string(), "exec".into()];
+        if arch != Arch::Amd64 {
+            cmd.push("--prefix".into());
+            cmd.push(root.clone().into_os_string());
+        }
+        cmd.extend(self.argv(line, &root));
+        (cmd, root)
+    }
+
+    /// Runs `cmd` in a fresh empty cwd under `scratch/<tag>`, with the fixed
+    /// environment for `root` and the line's stdin from a file; output goes
+    /// to files beside that cwd, so nothing waits on a pipe that a stray
+    /// grandchild holds open.
+    fn run(&self, tag: &str, cmd: &[OsString], root: &Path, stdin: &str) -> Outcome {
+        let not_started =
+            |why: String| Outcome { stdout: Vec::new(), stderr: Vec::new(), status: Status::NotStarted(why) };
+        let base = self.scratch.join(tag);
+        let _ = std::fs::remove_dir_all(&base);
+        let cwd = base.join("cwd");
+        if let Err(e) = std::fs::create_dir_all(&cwd) {
+            return not_started(format!("{}: {e}", cwd.display()));
+        }
+        let files = (|| -> std::io::Result<(File, File, File)> {
+            std::fs::write(base.join("stdin"), stdin)?;
+            Ok((
+                File::open(base.join("stdin"))?,
+                File::create(base.join("stdout"))?,
+                File::create(base.join("stderr"))?,
+            ))
+        })();
+        let (input, out, err) = match files {
+            Ok(files) => files,
+            Err(e) => return not_started(format!("{}: {e}", base.display())),
+        };
+        let spawned = Command::new(&cmd[0])
+            .args(&cmd[1..])
+            .env_clear()
+            .envs(self.env(root))
+            .current_dir(&cwd)
+            .stdin(input)
+            .stdout(out)
+            .stderr(err)
+            .process_group(0)
+            .spawn();
+        let mut child = match spawned {
+            Ok(child) => child,
+            Err(e) => return not_started(format!("{}: {e}", Path::new(&cmd[0]).display())),
+        };
+        let start = Instant::now();
+        let limit = self.timeout.min(self.deadline.saturating_duration_since(start).max(Duration::from_secs(1)));
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => match (status.code(), status.signal()) {
+                    (Some(code), _) => break Status::Exit(code),
+                    (None, Some(sig)) => break Status::Signal(sig),
+                    (None, None) => break Status::NotStarted(format!("unknown status {status:?}")),
+                },
+                Ok(None) if start.elapsed() < limit => std::thread::sleep(Duration::from_millis(2)),
+                Ok(None) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break Status::TimedOut(limit.as_secs());
+                }
+                Err(e) => break Status::NotStarted(format!("wait: {e}")),
+            }
+        };
+        // Whatever the run left behind in its process group (a background
+        // job of a shell that exited, or the children of a timed-out run).
+        let _ = Command::new("sh")
+            .args(["-c", "kill -s KILL -- -$0 2>/dev/null", &child.id().to_string()])
+            .stderr(Stdio::null())
+            .status();
+        Outcome {
+            stdout: std::fs::read(base.join("stdout")).unwrap_or_default(),
+            stderr: std::fs::read(base.join("stderr")).unwrap_or_default(),
+            status,
+        }
+    }
+}
+
+/// The result of one line on one architecture.
+struct Result1 {
+    line: Line,
+    arch: Arch,
+    /// The reference's two runs differed: the line is no test.
+    unstable: Option<(Outcome, Outcome)>,
+    expected: Outcome,
+    got: Outcome,
+    /// With `UNWINDLAB_CONFORMANCE_AUDIT`: a doubt about the line's reference.
+    audit: Option<String>,
+}
+
+impl Result1 {
+    fn passed(&self) -> bool {
+        self.unstable.is_none() && self.expected == self.got
+    }
+}
+
+fn run_one(suite: &Suite, line: &Line, arch: Arch, audit: bool) -> Result1 {
+    let tag = format!("{}/{}", arch.debian(), line.name);
+    let (ref_cmd, ref_root) = suite.reference_command(line, arch, line.reference);
+    let first = suite.run(&format!("{tag}/reference-1"), &ref_cmd, &ref_root, line.stdin);
+    let second = suite.run(&format!("{tag}/reference-2"), &ref_cmd, &ref_root, line.stdin);
+    let (emu_cmd, emu_root) = suite.emulator_command(line, arch);
+    let got = suite.run(&format!("{tag}/emulator"), &emu_cmd, &emu_root, line.stdin);
+    let audit = (audit && arch != Arch::Amd64).then(|| {
+        // The other reference: a qemu line should print what the amd64
+        // build prints (the lines are meant to be architecture-neutral), and
+        // an amd64 line should be one that qemu-user cannot run.
+        let other = match line.reference {
+            Reference::Qemu => Reference::Amd64,
+            Reference::Amd64 => Reference::Qemu,
+        };
+        let (cmd, root) = suite.reference_command(line, arch, other);
+        let alt = suite.run(&format!("{tag}/audit"), &cmd, &root, line.stdin);
+        match (line.reference, alt == first) {
+            (Reference::Qemu, false) => Some(format!(
+                "qemu-user and the amd64 build disagree (arch-dependent output, or qemu cannot run it): {} vs {}",
+                brief(&first),
+                brief(&alt)
+            )),
+            (Reference::Amd64, true) => Some("qemu-user prints the same: could use it as reference".to_string()),
+            _ => None,
+        }
+    });
+    let unstable = (first != second).then(|| (first.clone(), second));
+    Result1 { line: *line, arch, unstable, expected: first, got, audit: audit.flatten() }
+}
+
+/// An outcome in one line, for the audit.
+fn brief(o: &Outcome) -> String {
+    format!(
+        "{}, stdout {:?}, stderr {:?}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// `cmd` as a shell would take it (for a person to paste).
+fn shell_words(cmd: &[OsString]) -> String {
+    cmd.iter()
+        .map(|w| {
+            let w = w.to_string_lossy();
+            if !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:@%+,".contains(c)) {
+                w.into_owned()
+            } else {
+                format!("'{}'", w.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A line of output as a person reads it: printable text as is, the rest escaped.
+fn show(line: &[u8]) -> String {
+    match std::str::from_utf8(line) {
+        // Blank or space-ended lines are quoted too, or the difference hides.
+        Ok(s) if !s.chars().any(|c| c.is_control() && c != '\t') && !s.ends_with([' ', '\t']) && !s.is_empty() => {
+            s.to_string()
+        }
+        _ => format!("{:?}", String::from_utf8_lossy(line)),
+    }
+}
+
+/// The differing middle of two outputs, line by line, with one line of
+/// context either side: `-` expected, `+` got.
+fn diff(out: &mut String, what: &str, expected: &[u8], got: &[u8]) {
+    if expected == got {
+        return;
+    }
+    let split = |b: &[u8]| -> Vec<Vec<u8>> {
+        let mut lines: Vec<Vec<u8>> = b.split_inclusive(|&c| c == b'\n').map(<[u8]>::to_vec).collect();
+        if let Some(last) = lines.last_mut() {
+            if last.last() != Some(&b'\n') {
+                last.extend_from_slice(b" [no newline at end]");
+            } else {
+                last.pop();
+            }
+        }
+        for l in lines.iter_mut() {
+            if l.last() == Some(&b'\n') {
+                l.pop();
+            }
+        }
+        lines
+    };
+    let (e, g) = (split(expected), split(got));
+    let prefix = e.iter().zip(&g).take_while(|(a, b)| a == b).count();
+    let suffix = e[prefix..].iter().rev().zip(g[prefix..].iter().rev()).take_while(|(a, b)| a == b).count();
+    let _ = writeln!(out, "  {what} (- expected, + got):");
+    const MAX: usize = 25;
+    if prefix > 0 {
+        let _ = writeln!(out, "      {}", show(&e[prefix - 1]));
+    }
+    for (sign, lines) in [("-", &e[prefix..e.len() - suffix]), ("+", &g[prefix..g.len() - suffix])] {
+        for l in lines.iter().take(MAX) {
+            let _ = writeln!(out, "    {sign} {}", show(l));
+        }
+        if lines.len() > MAX {
+            let _ = writeln!(out, "    {sign} … {} more lines", lines.len() - MAX);
+        }
+    }
+    if suffix > 0 {
+        let _ = writeln!(out, "      {}", show(&e[e.len() - suffix]));
+    }
+}
+
+fn describe_reference(line: &Line, arch: Arch) -> String {
+    match (arch, line.reference) {
+        (Arch::Amd64, _) => format!("amd64 build natively; on foreign arches {}: {}", kind(line.reference), line.why),
+        (_, Reference::Qemu) => format!("{} -L ROOT ({})", arch.qemu().unwrap_or("qemu"), line.why),
+        (_, Reference::Amd64) => format!("amd64 build natively ({})", line.why),
+    }
+}
+
+fn kind(reference: Reference) -> &'static str {
+    match reference {
+        Reference::Qemu => "qemu-user",
+        Reference::Amd64 => "amd64 native",
+    }
+}
+
+/// The report of one result that did not pass.
+fn mismatch(suite: &Suite, r: &Result1) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{} {}  (reference: {})", r.arch.debian(), r.line.name, describe_reference(&r.line, r.arch));
+    let (emu, _) = suite.emulator_command(&r.line, r.arch);
+    let _ = writeln!(out, "  command: {}", shell_words(&emu));
+    if !r.line.stdin.is_empty() {
+        let _ = writeln!(out, "  stdin:   {:?}", r.line.stdin);
+    }
+    let _ = writeln!(
+        out,
+        "  rerun:   UNWINDLAB_CONFORMANCE_ARCH={} UNWINDLAB_CONFORMANCE_LINE={} UNWINDLAB_CONFORMANCE_STRICT=1 cargo test --test conformance",
+        r.arch.debian(),
+        r.line.name
+    );
+    if let Some((a, b)) = &r.unstable {
+        let _ = writeln!(out, "  THE REFERENCE IS NOT DETERMINISTIC: its two runs differ");
+        if a.status != b.status {
+            let _ = writeln!(out, "  status: first {}, second {}", a.status, b.status);
+        }
+        diff(&mut out, "stdout, first vs second run", &a.stdout, &b.stdout);
+        diff(&mut out, "stderr, first vs second run", &a.stderr, &b.stderr);
+        return out;
+    }
+    if r.expected.status != r.got.status {
+        let _ = writeln!(out, "  status: expected {}, got {}", r.expected.status, r.got.status);
+    }
+    diff(&mut out, "stdout", &r.expected.stdout, &r.got.stdout);
+    diff(&mut out, "stderr", &r.expected.stderr, &r.got.stderr);
+    out
+}
+
+/// `tests/conformance/expected-failures.txt`: `ARCH NAME` a line, `#` comments.
+fn expected_failures(path: &Path) -> BTreeSet<(String, String)> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| {
+            let mut words = l.split('#').next().unwrap_or("").split_whitespace();
+            Some((words.next()?.to_string(), words.next()?.to_string()))
+        })
+        .collect()
+}
+
+/// A line filter's item selects the line of that name, or, when no line
+/// has that name, every line whose name contains it.
+fn name_matches(name: &str, item: &str) -> bool {
+    name == item || (!LINES.iter().any(|l| l.name == item) && name.contains(item))
+}
+
+fn env_list(name: &str) -> Option<Vec<String>> {
+    let v = std::env::var(name).ok().filter(|v| !v.trim().is_empty())?;
+    Some(v.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect())
+}
+
+fn env_flag(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+/// The absolute path of `program` on the test's own PATH.
+fn which(program: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|d| d.join(program)).find(|p| p.is_file())
+}
+
+#[test]
+fn table_is_well_formed() {
+    assert!(LINES.len() >= 40, "issue 12 asks for at least 40 lines, the table has {}", LINES.len());
+    let names: BTreeSet<&str> = LINES.iter().map(|l| l.name).collect();
+    assert_eq!(names.len(), LINES.len(), "two lines share a name");
+    for line in LINES {
+        assert!(!line.why.is_empty(), "{}: say why this reference", line.name);
+        assert!(line.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'), "{}: name", line.name);
+    }
+}
+
+#[test]
+fn debian_programs_behave_as_under_the_reference() {
+    let cache = Cache::open().unwrap_or_else(|e| panic!("{e}"));
+    let mut qemu = BTreeMap::new();
+    for arch in Arch::ALL {
+        if let Some(name) = arch.qemu() {
+            let path = which(name)
+                .unwrap_or_else(|| panic!("conformance: {name} not found: run `make deps` (Debian package qemu-user)"));
+            qemu.insert(arch, path);
+        }
+    }
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let scratch = Path::new(env!("CARGO_TARGET_TMPDIR")).join("conformance");
+    let secs = |var: &str, default: u64| std::env::var(var).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
+    let budget = Duration::from_secs(secs("UNWINDLAB_CONFORMANCE_BUDGET", 240));
+    let suite = Suite {
+        cache,
+        fixtures: manifest.join("tests/conformance/tree"),
+        scratch: scratch.clone(),
+        emulator: PathBuf::from(env!("CARGO_BIN_EXE_unwindlab")),
+        qemu,
+        timeout: Duration::from_secs(secs("UNWINDLAB_CONFORMANCE_TIMEOUT", 20)),
+        deadline: Instant::now() + budget,
+    };
+
+    let line_filter = env_list("UNWINDLAB_CONFORMANCE_LINE");
+    let arch_filter = env_list("UNWINDLAB_CONFORMANCE_ARCH");
+    let strict = env_flag("UNWINDLAB_CONFORMANCE_STRICT");
+    let audit = env_flag("UNWINDLAB_CONFORMANCE_AUDIT");
+    let arches: Vec<Arch> = Arch::ALL
+        .into_iter()
+        .filter(|a| arch_filter.as_ref().is_none_or(|f| f.iter().any(|x| x == a.debian())))
+        .collect();
+    let lines: Vec<&Line> = LINES
+        .iter()
+        .filter(|l| line_filter.as_ref().is_none_or(|f| f.iter().any(|x| name_matches(l.name, x))))
+        .collect();
+    assert!(!arches.is_empty(), "UNWINDLAB_CONFORMANCE_ARCH matches none of amd64, arm64, s390x");
+    assert!(!lines.is_empty(), "UNWINDLAB_CONFORMANCE_LINE matches no line of the table");
+
+    // Work items, the slow emulated architectures first so they overlap.
+    let mut items: Vec<(&Line, Arch)> = Vec::new();
+    for arch in arches.iter().rev() {
+        items.extend(lines.iter().map(|l| (*l, *arch)));
+    }
+    let jobs = std::env::var("UNWINDLAB_CONFORMANCE_JOBS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
+        .max(1);
+    let start = Instant::now();
+    let next = AtomicUsize::new(0);
+    let results = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..jobs {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some((line, arch)) = items.get(i) else { break };
+                let r = run_one(&suite, line, *arch, audit);
+                results.lock().unwrap_or_else(|e| e.into_inner()).push(r);
+            });
+        }
+    });
+    let elapsed = start.elapsed();
+    let over_budget = elapsed > budget;
+    let mut results = results.into_inner().unwrap_or_else(|e| e.into_inner());
+    results.sort_by_key(|r| (r.arch, LINES.iter().position(|l| l.name == r.line.name)));
+
+    let xfail_path = manifest.join("tests/conformance/expected-failures.txt");
+    let listed = if strict { BTreeSet::new() } else { expected_failures(&xfail_path) };
+    let mut failures = Vec::new(); // (text) mismatches not listed, unstable references
+    let mut fixed = Vec::new(); // listed but passing
+    let mut known = Vec::new(); // listed and failing
+    let mut outcome: BTreeMap<(&str, Arch), &str> = BTreeMap::new();
+    for r in &results {
+        let key = (r.arch.debian().to_string(), r.line.name.to_string());
+        let word = if r.unstable.is_some() {
+            failures.push(mismatch(&suite, r));
+            "UNSTABLE"
+        } else if r.passed() {
+            if listed.contains(&key) {
+                fixed.push(format!("{} {}", key.0, key.1));
+                "pass*"
+            } else {
+                "pass"
+            }
+        } else if listed.contains(&key) {
+            known.push(format!("{} {}", key.0, key.1));
+            "xfail"
+        } else {
+            failures.push(mismatch(&suite, r));
+            "FAIL"
+        };
+        outcome.insert((r.line.name, r.arch), word);
+    }
+    // A listed line that no longer exists hides nothing, but misleads.
+    let stale: Vec<String> = listed
+        .iter()
+        .filter(|(a, n)| !LINES.iter().any(|l| l.name == n) || !Arch::ALL.iter().any(|x| x.debian() == a))
+        .map(|(a, n)| format!("{a} {n}"))
+        .collect();
+
+    let mut report = String::new();
+    let _ = writeln!(
+        report,
+        "conformance: {} lines × {} ({}) in {:.1} s, {} parallel runs; reference run twice, emulator once",
+        lines.len(),
+        arches.len(),
+        arches.iter().map(|a| a.debian()).collect::<Vec<_>>().join(", "),
+        elapsed.as_secs_f64(),
+        jobs
+    );
+    let _ =
+        writeln!(report, "\n{:<22} {:<8}{:<8}{:<8} reference on arm64/s390x: why", "line", "amd64", "arm64", "s390x");
+    for line in &lines {
+        let cell = |a: Arch| outcome.get(&(line.name, a)).copied().unwrap_or("-");
+        let _ = writeln!(
+            report,
+            "{:<22} {:<8}{:<8}{:<8} {}: {}",
+            line.name,
+            cell(Arch::Amd64),
+            cell(Arch::Arm64),
+            cell(Arch::S390x),
+            kind(line.reference),
+            line.why
+        );
+    }
+    let _ = writeln!(report);
+    for arch in &arches {
+        let mine: Vec<&Result1> = results.iter().filter(|r| r.arch == *arch).collect();
+        let pass = mine.iter().filter(|r| r.passed()).count();
+        let _ = writeln!(report, "{}: {} passed, {} failed", arch.debian(), pass, mine.len() - pass);
+    }
+    let audits: Vec<String> = results
+        .iter()
+        .filter_map(|r| r.audit.as_ref().map(|a| format!("  {} {}: {a}", r.arch.debian(), r.line.name)))
+        .collect();
+    if over_budget {
+        let _ = writeln!(
+            report,
+            "\nTHE SUITE RAN OVER ITS BUDGET of {} s (UNWINDLAB_CONFORMANCE_BUDGET): later runs were cut to a second",
+            budget.as_secs()
+        );
+    }
+    if audit {
+        let _ = writeln!(report, "\naudit of the references ({} doubts):", audits.len());
+        for a in &audits {
+            let _ = writeln!(report, "{a}");
+        }
+    }
+    if !known.is_empty() {
+        let _ = writeln!(
+            report,
+            "\n{} expected failures (xfail above; tests/conformance/expected-failures.txt; UNWINDLAB_CONFORMANCE_STRICT=1 shows their diffs)",
+            known.len()
+        );
+    }
+    if !fixed.is_empty() {
+        let _ = writeln!(
+            report,
+            "\nNOW PASSING, strike from tests/conformance/expected-failures.txt ({}): {}",
+            fixed.len(),
+            fixed.join(", ")
+        );
+    }
+    if !stale.is_empty() {
+        let _ = writeln!(report, "\nexpected-failures.txt names lines the table lacks: {}", stale.join(", "));
+    }
+    if !failures.is_empty() {
+        let _ = writeln!(report, "\n{} MISMATCHES:\n", failures.len());
+        for f in &failures {
+            let _ = writeln!(report, "{f}");
+        }
+    }
+    let _ = std::fs::write(scratch.join("report.txt"), &report);
+    let filtered = line_filter.is_some() || arch_filter.is_some();
+    let ok = failures.is_empty() && fixed.is_empty() && (stale.is_empty() || filtered);
+    println!("{report}");
+    assert!(ok, "{report}\n(also in {})", scratch.join("report.txt").display());
+}
