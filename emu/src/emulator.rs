@@ -10,38 +10,13 @@ use crate::engine::Engine;
 use crate::error::Error;
 use crate::memory::{page_down, AccessKind, Area, MemFault, PageStats, PageTable, Perms};
 use crate::process::{Clock, Input, Output, Rng, Signals};
+pub use crate::procs::Exit;
 use crate::shadow::ShadowStack;
 use crate::signal;
 use crate::syscall::record::SyscallRecord;
 use crate::track::{Tracker, Tracking};
 use kmodel::memory::Access;
 use unicorn_engine::{uc_error, Prot};
-
-/// How a guest process ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
-    /// `exit`/`exit_group` with this status (the low 8 bits, as a parent sees it).
-    Code(i32),
-    /// Killed by a signal.
-    Signal {
-        /// The signal number.
-        signal: u32,
-        /// The refused memory access behind a SIGSEGV, if that was the cause.
-        fault: Option<MemFault>,
-        /// PC when the signal was raised.
-        pc: u64,
-    },
-}
-
-impl Exit {
-    /// The status a shell reports: the exit code, or 128 + the signal number.
-    pub fn shell_status(&self) -> i32 {
-        match *self {
-            Exit::Code(code) => code,
-            Exit::Signal { signal, .. } => 128 + signal as i32,
-        }
-    }
-}
 
 /// Something worth knowing that happened during a run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -120,17 +95,17 @@ pub struct Emulator {
     /// Address of the page with the sigreturn trampolines.
     pub(crate) trampoline: u64,
     /// The system call the current process sleeps in, if it does.
-    pub(crate) blocked: Option<crate::sched::Blocked>,
+    pub(crate) blocked: Option<crate::syscall::outcome::Blocked>,
     /// While a system call runs again after sleeping: how it slept.
-    pub(crate) retry: Option<crate::sched::Blocked>,
+    pub(crate) retry: Option<crate::syscall::outcome::Blocked>,
     /// The process on the CPU (the per-process fields above are its).
-    pub(crate) pid: crate::sched::Pid,
+    pub(crate) pid: crate::procs::Pid,
     /// Every process, the current one included.
-    pub(crate) procs: std::collections::BTreeMap<crate::sched::Pid, crate::sched::Proc>,
+    pub(crate) procs: std::collections::BTreeMap<crate::procs::Pid, crate::procs::Proc>,
     /// The scheduler's bookkeeping.
-    pub(crate) sched: crate::sched::Sched,
+    pub(crate) sched: crate::procs::Sched,
     /// What the guest may take of the host.
-    pub(crate) limits: crate::sched::Limits,
+    pub(crate) limits: crate::procs::Limits,
 }
 
 impl std::fmt::Debug for Emulator {

@@ -10,7 +10,7 @@
 use crate::emulator::Emulator;
 use crate::error::Error;
 use crate::memory::PAGE_SIZE;
-use crate::sched::Parked;
+use crate::procs::Parked;
 use unicorn_engine::Prot;
 
 /// Bytes copied per engine call.

@@ -50,3 +50,22 @@ pub fn run_config(elf: &OsStr, config: Config, mut trace: Option<&mut dyn FnMut(
         }
     }
 }
+
+/// Ends this process by `signal`, as the guest ended, so that its parent
+/// (a shell, a test) sees what it would see under qemu-user, without a core
+/// dump (it would describe the emulator, not the guest). Returns only if
+/// the signal does not kill; the caller then exits with 128 + `signal`.
+pub fn die_by(signal: u32) {
+    use std::io::Write as _;
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    let Ok(sig) = i32::try_from(signal) else { return };
+    let none = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: plain system calls on values owned here, in a process that is
+    // about to end; no other thread relies on the signal's handler.
+    unsafe {
+        libc::setrlimit(libc::RLIMIT_CORE, &none);
+        libc::signal(sig, libc::SIG_DFL);
+        libc::raise(sig);
+    }
+}

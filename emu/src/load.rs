@@ -13,7 +13,7 @@ use crate::process::{Clock, Input, Output, Rng, Signals, Stdin, GID, UID};
 use crate::sigframe;
 use crate::stack::{self, at, StackSpec};
 use crate::syscall;
-use crate::track::{Tracker, Tracking};
+use crate::track::Tracking;
 use std::collections::BTreeMap;
 
 /// How a program is started and what it is connected to.
@@ -61,7 +61,7 @@ pub struct Config {
     /// when they block or end).
     pub quantum: u64,
     /// What the guest may take of the host (processes, memory, instructions).
-    pub limits: crate::sched::Limits,
+    pub limits: crate::procs::Limits,
 }
 
 impl Default for Config {
@@ -82,7 +82,7 @@ impl Default for Config {
             cwd: None,
             tracking: Tracking::default(),
             quantum: 100_000,
-            limits: crate::sched::Limits::default(),
+            limits: crate::procs::Limits::default(),
         }
     }
 }
@@ -100,7 +100,7 @@ impl Emulator {
     pub fn new(file: &str, bytes: &[u8], config: Config) -> Result<Emulator, Error> {
         let image = Image::parse(file, bytes)?;
         let machine = crate::arch::machine(image.arch);
-        let uc = new_engine(machine, config.tracking, file)?;
+        let uc = hooks::new_engine(machine, config.tracking, file)?;
         let mut emu = Emulator {
             uc,
             machine,
@@ -128,15 +128,16 @@ impl Emulator {
             trampoline: 0,
             blocked: None,
             retry: None,
-            pid: crate::sched::FIRST_PID,
-            procs: crate::sched::first_process(),
-            sched: crate::sched::Sched {
+            pid: crate::procs::FIRST_PID,
+            procs: crate::procs::first_process(),
+            sched: crate::procs::Sched {
                 quantum: config.quantum.max(1),
-                next_pid: crate::sched::FIRST_PID + 1,
+                next_pid: crate::procs::FIRST_PID + 1,
                 ..Default::default()
             },
             limits: config.limits,
         };
+        emu.fs.pid = u64::from(crate::procs::FIRST_PID);
         if config.root.is_none() {
             // Without host files the program must still be there for
             // `execve("/proc/self/exe")`: at its /proc/self/exe path, in the overlay.
@@ -241,20 +242,6 @@ impl Emulator {
         self.pages_mut().mark_resident(image.sp, image.bytes.len() as u64);
         Ok(image.sp)
     }
-}
-
-/// A fresh engine for `machine` following execution as `tracking` says
-/// (for the program `file`, named in errors).
-pub(crate) fn new_engine(
-    machine: &'static dyn crate::arch::Machine,
-    tracking: Tracking,
-    file: &str,
-) -> Result<crate::engine::Engine, Error> {
-    let tracker = Tracker::new(machine.info(), tracking).map_err(|err| Error::Setup {
-        file: file.to_string(),
-        problem: format!("cannot set up the instruction decoder: {err}"),
-    })?;
-    hooks::create(machine, tracker).map_err(|err| Error::Engine { file: file.to_string(), what: "start", err })
 }
 
 /// The file name made absolute, as the kernel reports `/proc/self/exe`.

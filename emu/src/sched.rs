@@ -23,164 +23,13 @@
 //! machine's: every process's instructions, in the order they ran. Each
 //! engine keeps its own count; `Sched` converts.
 
-use crate::elf::Image;
-use crate::emulator::{Emulator, Exit};
-use crate::engine::Engine;
+use crate::emulator::Emulator;
 use crate::error::Error;
 use crate::fs::FdTable;
-use crate::process::{sig_bit, Signals, SIG_DFL, SIG_IGN};
+use crate::process::{sig_bit, SIG_DFL, SIG_IGN};
+pub(crate) use crate::procs::*;
 use crate::signal;
-use std::collections::{BTreeMap, VecDeque};
-
-/// A process ID.
-pub type Pid = u32;
-
-/// The first process's ID (later ones count up from here).
-pub const FIRST_PID: Pid = 1000;
-
-/// What happened to the processes of the machine, reported by
-/// [`Emulator::run`] as [`Stop::Process`](crate::Stop::Process) when the
-/// [`RunLimit`](crate::RunLimit) asks for it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ProcessEvent {
-    /// `parent` created `child` with `fork`, `vfork` or `clone`; the CPU still runs the parent.
-    Fork {
-        /// The process that called.
-        parent: Pid,
-        /// The new process.
-        child: Pid,
-    },
-    /// `pid` replaced its program (`execve`); it is on the CPU at the new entry point.
-    Exec {
-        /// The process.
-        pid: Pid,
-        /// The program, as the guest named it.
-        path: Vec<u8>,
-    },
-    /// `pid` sleeps in the kernel in system call `syscall` (a pipe, `wait4`, a sleep).
-    Block {
-        /// The process.
-        pid: Pid,
-        /// The call it sleeps in.
-        syscall: &'static str,
-    },
-    /// The CPU switched from process `from` to process `to`.
-    Switch {
-        /// The process that was on the CPU.
-        from: Pid,
-        /// The process now on the CPU.
-        to: Pid,
-    },
-    /// `pid` has ended (it is still on the CPU, its memory still there, as
-    /// in the kernel's `do_exit` before `exit_mm`).
-    Exit {
-        /// The process.
-        pid: Pid,
-        /// How it ended.
-        exit: Exit,
-    },
-}
-
-/// Bounds on what a guest may take of the host, so that a fork bomb, a
-/// runaway allocation or a program that never ends stops with an error
-/// instead of exhausting the machine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// Processes alive at once; one more `fork` stops the run ([`Error::Limit`]).
-    pub processes: u32,
-    /// Bytes of guest memory mapped, all processes together: a mapping past
-    /// it fails with `ENOMEM`, as under a kernel's `RLIMIT_AS`, with a warning.
-    pub memory: u64,
-    /// Instructions, all processes together (`None`: no limit); reaching it stops the run.
-    pub instructions: Option<u64>,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits { processes: 64, memory: 4 << 30, instructions: None }
-    }
-}
-
-/// A system call a process sleeps in, retried when it may complete.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Blocked {
-    /// Its number.
-    pub(crate) nr: u64,
-    /// Its name.
-    pub(crate) name: &'static str,
-    /// When it gives up (virtual nanoseconds since the start), if it has a timeout.
-    pub(crate) deadline: Option<u64>,
-}
-
-/// The per-process state of a process that is not on the CPU: what the
-/// emulator's per-process fields hold for the one that is.
-pub(crate) struct Parked {
-    pub(crate) uc: Engine,
-    pub(crate) image: Image,
-    pub(crate) exit: Option<Exit>,
-    pub(crate) brk_start: u64,
-    pub(crate) brk: u64,
-    pub(crate) signals: Signals,
-    pub(crate) fds: FdTable,
-    pub(crate) altstack: Option<(u64, u64)>,
-    pub(crate) trampoline: u64,
-    pub(crate) blocked: Option<Blocked>,
-    pub(crate) cwd: Vec<u8>,
-    pub(crate) umask: u32,
-    pub(crate) exe: Vec<u8>,
-}
-
-/// Where a process is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Life {
-    /// Running or ready to run (perhaps retrying a blocked call).
-    Alive,
-    /// Ended, waiting for its parent to reap it.
-    Zombie(Exit),
-}
-
-/// A process as the process table knows it, on the CPU or not.
-pub(crate) struct Proc {
-    /// Its parent (0 once orphaned: reaped by nobody, as by init).
-    pub(crate) ppid: Pid,
-    /// Its process group.
-    pub(crate) pgid: Pid,
-    /// Its session.
-    pub(crate) sid: Pid,
-    /// Alive or a zombie.
-    pub(crate) life: Life,
-    /// Its state while it is not on the CPU (`None` for the current one and for zombies).
-    pub(crate) parked: Option<Box<Parked>>,
-    /// It ran `execve` (a parent's `setpgid` on it then fails with `EACCES`).
-    pub(crate) execed: bool,
-    /// The signal its parent gets when it ends (`SIGCHLD` for `fork`; 0: none).
-    pub(crate) exit_signal: u32,
-    /// A `vfork` parent waits until this child execs or ends.
-    pub(crate) vfork_parent: Option<Pid>,
-    /// Its exit has been reported as a [`ProcessEvent::Exit`].
-    pub(crate) exit_reported: bool,
-}
-
-/// The scheduler's bookkeeping.
-#[derive(Debug, Default)]
-pub(crate) struct Sched {
-    /// Machine instructions when the current process went on the CPU.
-    pub(crate) base: u64,
-    /// The current engine's own count then.
-    pub(crate) start: u64,
-    /// Instructions a process runs before the next one gets the CPU.
-    pub(crate) quantum: u64,
-    /// The next pid to hand out.
-    pub(crate) next_pid: Pid,
-    /// Events not yet reported.
-    pub(crate) events: VecDeque<ProcessEvent>,
-    /// Whether the first process has ended, and how: the machine's status.
-    pub(crate) first_exit: Option<Exit>,
-    /// Processes that tried to go on and could not, since one last did.
-    pub(crate) idle: usize,
-    /// Pipes created so far (their inode numbers count from this).
-    pub(crate) pipes: u64,
-}
+pub(crate) use crate::syscall::outcome::Blocked;
 
 impl Emulator {
     /// The process on the CPU: the one [`Emulator::regs`],
@@ -403,25 +252,6 @@ impl Emulator {
     pub(crate) fn group(&self, pgid: Pid) -> Vec<Pid> {
         self.procs.iter().filter(|(_, p)| p.life == Life::Alive && p.pgid == pgid).map(|(&pid, _)| pid).collect()
     }
-}
-
-/// `SA_NOCLDWAIT`: children of a process with this flag on SIGCHLD are not kept as zombies.
-pub(crate) const SA_NOCLDWAIT: u64 = 2;
-
-/// The process table at the start: the first process, alone.
-pub(crate) fn first_process() -> BTreeMap<Pid, Proc> {
-    let first = Proc {
-        ppid: 0,
-        pgid: FIRST_PID,
-        sid: FIRST_PID,
-        life: Life::Alive,
-        parked: None,
-        execed: false,
-        exit_signal: 0,
-        vfork_parent: None,
-        exit_reported: false,
-    };
-    BTreeMap::from([(FIRST_PID, first)])
 }
 
 /// Why the scheduler is asked for the next process.

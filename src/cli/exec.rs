@@ -38,8 +38,13 @@ pub(crate) fn run(args: ExecArgs) -> i32 {
     match emu::host::run_config(&args.elf, config, trace) {
         Ok(Exit::Code(code)) => code,
         Ok(exit @ Exit::Signal { signal, fault, pc }) => {
-            let cause = fault.map(|f| format!(" ({f})")).unwrap_or_default();
-            eprintln!("unwindlab: {name}: killed by {} at pc {pc:#x}{cause}", emu::signal::name(signal));
+            // A fault is worth a line (qemu-user prints one too); a signal
+            // sent by a process is the guest's business, as under qemu-user.
+            if fault.is_some() || SYNCHRONOUS.contains(&signal) {
+                let cause = fault.map(|f| format!(" ({f})")).unwrap_or_default();
+                eprintln!("unwindlab: {name}: killed by {} at pc {pc:#x}{cause}", emu::signal::name(signal));
+            }
+            emu::host::die_by(signal);
             exit.shell_status()
         }
         Err(e) => {
@@ -48,6 +53,9 @@ pub(crate) fn run(args: ExecArgs) -> i32 {
         }
     }
 }
+
+/// Signals an instruction raises (faults and traps).
+const SYNCHRONOUS: [u32; 5] = [4, 5, 7, 8, 11];
 
 fn report(name: &str, event: &Event) {
     match event {

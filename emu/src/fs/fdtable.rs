@@ -35,7 +35,7 @@ pub(crate) enum FileKind {
     /// `/dev/urandom`.
     Random,
     /// One end of a pipe.
-    Pipe(super::PipeEnd),
+    Pipe(super::pipe::PipeEnd),
 }
 
 /// An open-file description.

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 fn overlay_only() -> Vfs {
     let mut fs = Vfs::new(None, None, b"/".to_vec(), b"/exe".to_vec());
-    fs.add_file(b"/a/b.txt", b"hello", 0);
+    fs.add_file(b"/a/b.txt", b"hello", 0o644, 0);
     fs
 }
 
@@ -82,7 +82,7 @@ fn the_overlay_hides_and_adds_to_the_host_tree() {
     let mut fs = Vfs::new(Some(root.0.clone()), None, b"/".to_vec(), Vec::new());
     assert_eq!(names(&fs, b"/d"), ["a", "sub", "z"]);
     fs.nodes.insert(b"/d/a".to_vec(), Node::Whiteout);
-    fs.add_file(b"/d/m", b"", 0);
+    fs.add_file(b"/d/m", b"", 0o644, 0);
     assert_eq!(names(&fs, b"/d"), ["m", "sub", "z"]);
     assert!(fs.lookup(b"/d/a", &FdTable::stdio()).is_none());
     // A directory made where a host one was removed shows none of its entries.

@@ -79,7 +79,8 @@ impl Vfs {
             next_ino: 1 << 32,
             digests: BTreeMap::new(),
             exe,
-            pid: u64::from(crate::sched::FIRST_PID),
+            // Set by the loader (the first process) and at each context switch.
+            pid: 0,
         }
     }
 

@@ -763,3 +763,40 @@ pub(super) fn program(emu: &mut Emulator, dirfd: u64, path: &[u8]) -> Result<(Ve
     };
     Ok((r.path, data))
 }
+
+/// `UTIME_NOW` in a `struct timespec`'s nanoseconds: the current time.
+const UTIME_NOW: u64 = (1 << 30) - 1;
+/// `UTIME_OMIT`: leave this time alone.
+const UTIME_OMIT: u64 = (1 << 30) - 2;
+
+pub(super) fn utimensat(emu: &mut Emulator, [dirfd, path, times, flags, ..]: [u64; 6]) -> SysResult {
+    let nofollow = flags & AT_SYMLINK_NOFOLLOW != 0;
+    // A null path is the file open at `dirfd` (`futimens`).
+    let abs = if path == 0 {
+        super::io::file(emu, dirfd)?.borrow().path.clone()
+    } else {
+        let r = lookup_arg(emu, dirfd, path, !nofollow)?;
+        if r.entry.is_none() {
+            return fail(ENOENT);
+        }
+        r.path
+    };
+    // Only the modification time is kept (times[1]); `stat` reports it for all three.
+    let mtime = if times == 0 {
+        Some(super::time::wall_now_ns(emu))
+    } else {
+        let sec = emu.read_uint(times + 16, 8)?;
+        match emu.read_uint(times + 24, 8)? {
+            UTIME_OMIT => None,
+            UTIME_NOW => Some(super::time::wall_now_ns(emu)),
+            ns if ns < 1_000_000_000 => Some(sec.saturating_mul(1_000_000_000).saturating_add(ns)),
+            _ => return fail(EINVAL),
+        }
+    };
+    // Host files are read-only and keep their time: the change would need a
+    // copy of the whole file in the overlay for one timestamp.
+    if let (Some(mtime), Some(Node::File(file))) = (mtime, emu.fs.nodes.get(&abs)) {
+        file.borrow_mut().meta.mtime_ns = mtime;
+    }
+    ok(0)
+}

@@ -9,7 +9,7 @@ use crate::bytes;
 use crate::elf::Image;
 use crate::emulator::{Emulator, Exit};
 use crate::process::{SigAction, SIG_IGN};
-use crate::sched::{Life, Pid, ProcessEvent};
+use crate::procs::{Life, Pid, ProcessEvent};
 
 const CLONE_VM: u64 = 0x100;
 const CLONE_FS: u64 = 0x200;
@@ -191,7 +191,7 @@ fn exec(emu: &mut Emulator, dirfd: u64, path: u64, argv: u64, envp: u64) -> SysR
     }
     // The point of no return: the old program is gone.
     let base = emu.icount();
-    emu.uc = crate::load::new_engine(emu.machine, emu.tracking(), &file)?;
+    emu.uc = crate::hooks::new_engine(emu.machine, emu.tracking(), &file)?;
     emu.image = image;
     emu.sched.base = base;
     emu.sched.start = 0;

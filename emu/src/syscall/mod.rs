@@ -170,6 +170,7 @@ static TABLE: &[Def] = &[
     def("statx",             [332, 291, 379], fs::statx,                  Num,      &[DIRFD, PATH, AT_FLAGS, U32_HEX, PTR]),
     def("rseq",              [334, 293, 383], process::rseq,              Num,      &[PTR, UINT, INT, U32_HEX]),
     def("execveat",          [322, 281, 354], life::execveat,             Num,      &[DIRFD, PATH, PTR, PTR, AT_FLAGS]),
+    def("utimensat",         [280, 88, 315],  fs::utimensat,              Num,      &[DIRFD, PATH, PTR, AT_FLAGS]),
     def("faccessat2",        [439, 439, 439], fs::faccessat2,             Num,      &[DIRFD, PATH, INT, AT_FLAGS]),
     def("sigreturn",         [NO, NO, 119],   signals::sigreturn,         Restored, &[]),
 ];
@@ -261,7 +262,7 @@ pub(crate) fn dispatch(emu: &mut Emulator, nr: u64) -> Result<SyscallRecord, Err
         Ok(Outcome::Resume) => emu.reg(conv.ret)? as i64,
         Ok(Outcome::Block(deadline)) => {
             // Nothing is written: the call runs again when it may complete.
-            emu.blocked = Some(crate::sched::Blocked { nr, name, deadline });
+            emu.blocked = Some(outcome::Blocked { nr, name, deadline });
             return Ok(SyscallRecord { icount, arch: emu.arch(), nr, name, args, ret: 0, types, returns, strings });
         }
         Err(SysError::Errno(e)) => {

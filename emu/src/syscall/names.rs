@@ -41,7 +41,6 @@ pub(super) static UNIMPLEMENTED: &[(&str, [u16; 3])] = &[
     ("fchownat", [260, 54, 291]),
     ("chown", [92, NO, 212]),
     ("lchown", [94, NO, 198]),
-    ("utimensat", [280, 88, 315]),
     ("link", [86, NO, 9]),
     ("linkat", [265, 37, 296]),
     ("sendfile", [40, NO, 187]),

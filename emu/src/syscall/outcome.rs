@@ -57,3 +57,14 @@ pub(crate) fn block(deadline: Option<u64>) -> SysResult {
 pub(crate) fn ok(value: u64) -> SysResult {
     Ok(Outcome::Return(value))
 }
+
+/// A system call a process sleeps in, retried when it may complete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Blocked {
+    /// Its number.
+    pub(crate) nr: u64,
+    /// Its name.
+    pub(crate) name: &'static str,
+    /// When it gives up (virtual nanoseconds since the start), if it has a timeout.
+    pub(crate) deadline: Option<u64>,
+}

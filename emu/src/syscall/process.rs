@@ -9,7 +9,7 @@ use super::outcome::{fail, ok, Outcome, SysError, SysResult};
 use crate::arch::Arch;
 use crate::emulator::Emulator;
 use crate::process::{GID, UID};
-use crate::sched::Pid;
+use crate::procs::Pid;
 
 pub(super) fn exit(_emu: &mut Emulator, [status, ..]: [u64; 6]) -> SysResult {
     // A parent sees only the low 8 bits. With one thread, exit ends the process too.

@@ -6,7 +6,7 @@ use super::errno::{EINVAL, ENOMEM, EPERM, ESRCH};
 use super::outcome::{block, fail, ok, SysResult};
 use crate::emulator::Emulator;
 use crate::process::{sig_bit, SigAction, UNBLOCKABLE};
-use crate::sched::Pid;
+use crate::procs::Pid;
 use crate::sigframe::{si_code, SS_DISABLE, SS_ONSTACK};
 use crate::signal::{NSIG, SIGKILL, SIGSTOP};
 
