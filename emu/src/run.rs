@@ -78,6 +78,10 @@ impl Emulator {
         }
         let stop_at = limit.until_icount.unwrap_or(u64::MAX);
         loop {
+            // Once the machine has ended, every later run says so again.
+            if let Some(exit) = self.machine_exit() {
+                return Ok(Stop::Exit(exit));
+            }
             if let Some(exit) = self.exit {
                 if !self.cur().exit_reported {
                     self.cur_mut().exit_reported = true;
