@@ -89,18 +89,14 @@ fn guests_read_given_and_host_files_and_the_log_records_their_digests() {
     }
 }
 
-fn unwindlab(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_unwindlab")).args(args).output().unwrap()
-}
-
 #[test]
 fn replay_names_the_host_file_that_changed_or_vanished() {
     let Some(dir) = set_up("replay", "x86_64", "gcc") else { return };
     let log = dir.join("run.jsonl");
-    let out = unwindlab(&["run", dir.join("files.json").to_str().unwrap(), "--log", log.to_str().unwrap()]);
+    let out = common::unwindlab(&["run", dir.join("files.json").to_str().unwrap(), "--log", log.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let replay_cli = || {
-        let out = unwindlab(&["replay", log.to_str().unwrap()]);
+        let out = common::unwindlab(&["replay", log.to_str().unwrap()]);
         (String::from_utf8_lossy(&out.stdout).into_owned(), out.status.code())
     };
     let (stdout, status) = replay_cli();
@@ -153,9 +149,7 @@ fn replay_names_the_host_file_that_changed_or_vanished() {
 
 #[test]
 fn bad_files_cwd_and_root_fail_with_a_clear_message_and_status_2() {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bad-scenario-files");
-    std::fs::create_dir_all(&dir).unwrap();
-    let guest = Path::new(env!("CARGO_MANIFEST_DIR")).join("guests/bin/x86_64/lab-v3");
+    let guest = common::lab_guest();
     let base = |fields: &str| {
         format!(
             r#"{{"name":"bad","machine":{{"arch":"x86_64"}},"guests":[{{"name":"g","path":{:?}{fields}}}]}}"#,
@@ -182,23 +176,15 @@ fn bad_files_cwd_and_root_fail_with_a_clear_message_and_status_2() {
         ("missing-root", base(r#","root":"no/such/dir""#), "guests[0].root", "no such host directory"),
         ("empty-root", base(r#","root":"""#), "guests[0].root", "expected a host directory"),
     ];
-    for (name, text, path, problem) in cases {
-        let file = dir.join(format!("{name}.json"));
-        std::fs::write(&file, text).unwrap();
-        let out = unwindlab(&["run", file.to_str().unwrap()]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
-        assert!(stderr.contains(&format!("{name}.json")), "{name}: error must name the file: {stderr}");
-        assert!(stderr.contains(path), "{name}: error must name {path}: {stderr}");
-        assert!(stderr.contains(problem), "{name}: error must say {problem:?}: {stderr}");
-        assert!(!stderr.contains("panicked"), "{name}: {stderr}");
-    }
+    let cases: Vec<_> =
+        cases.into_iter().map(|(name, text, path, problem)| (name, text, vec![path, problem])).collect();
+    common::assert_refused("bad-scenario-files", &cases);
     // A scenario file that is not UTF-8 at all.
-    let file = dir.join("not-utf8.json");
+    let file = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bad-scenario-files/not-utf8.json");
     let text = base(r#","files":{"a":"X"}"#).replace("\"X\"", "\"\u{1}\"").into_bytes();
     let text: Vec<u8> = text.into_iter().map(|b| if b == 1 { 0xff } else { b }).collect();
     std::fs::write(&file, text).unwrap();
-    let out = unwindlab(&["run", file.to_str().unwrap()]);
+    let out = common::unwindlab(&["run", file.to_str().unwrap()]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("not-utf8.json") && !stderr.contains("panicked"), "{stderr}");

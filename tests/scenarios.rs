@@ -7,7 +7,6 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 
 use lab::replay::{replay, Replay};
 use lab::Scenario;
@@ -80,15 +79,9 @@ fn replay_accepts_an_untouched_log_and_rejects_an_edited_one() {
     }
 }
 
-fn unwindlab(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_unwindlab")).args(args).output().unwrap()
-}
-
 #[test]
 fn broken_scenarios_fail_with_a_clear_message_and_status_2() {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bad-scenarios");
-    std::fs::create_dir_all(&dir).unwrap();
-    let guest = Path::new(env!("CARGO_MANIFEST_DIR")).join("guests/bin/x86_64/lab-v3");
+    let guest = common::lab_guest();
     let base = |extra: &str| {
         format!(
             r#"{{"name":"bad","machine":{{"arch":"x86_64","cpus":2}},"guests":[{{"name":"g","path":{:?}}}]{extra}}}"#,
@@ -114,16 +107,8 @@ fn broken_scenarios_fail_with_a_clear_message_and_status_2() {
         ),
         ("not-json", "{ this is not json".to_string(), "at "),
     ];
-    for (name, text, path) in cases {
-        let file = dir.join(format!("{name}.json"));
-        std::fs::write(&file, text).unwrap();
-        let out = unwindlab(&["run", file.to_str().unwrap()]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
-        assert!(stderr.contains(&format!("{name}.json")), "{name}: error must name the file: {stderr}");
-        assert!(stderr.contains(path), "{name}: error must name {path}: {stderr}");
-        assert!(!stderr.contains("panicked"), "{name}: {stderr}");
-    }
+    let cases: Vec<_> = cases.into_iter().map(|(name, text, path)| (name, text, vec![path])).collect();
+    common::assert_refused("bad-scenarios", &cases);
 }
 
 /// Runs a scenario on the x86-64 lab guest (`recurse 50`) with these
@@ -142,7 +127,7 @@ fn run_recurse(name: &str, tracers: &str, events: &str) -> (String, Option<i32>)
     );
     let file = dir.join(format!("{name}.json"));
     std::fs::write(&file, text).unwrap();
-    let out = unwindlab(&["run", file.to_str().unwrap()]);
+    let out = common::unwindlab(&["run", file.to_str().unwrap()]);
     (String::from_utf8_lossy(&out.stdout).into_owned(), out.status.code())
 }
 

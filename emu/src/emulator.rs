@@ -119,6 +119,33 @@ impl std::fmt::Debug for Emulator {
     }
 }
 
+/// The string at `addr`, up to its NUL or `max` bytes, read page by page
+/// with `read(at, len)` so that a page after the NUL is never touched; and
+/// whether the NUL was found. Shared by the kernel-side reads (faultable)
+/// and the tracer's peek (which must not fault anything in).
+pub(crate) fn scan_cstr<E>(
+    addr: u64,
+    max: usize,
+    mut read: impl FnMut(u64, u64) -> Result<Vec<u8>, E>,
+) -> Result<(Vec<u8>, bool), E> {
+    let mut out = Vec::new();
+    let mut at = addr;
+    while out.len() < max {
+        let chunk = (page_down(at) + crate::memory::PAGE_SIZE - at).min((max - out.len()) as u64);
+        let bytes = read(at, chunk)?;
+        if let Some(nul) = bytes.iter().position(|&b| b == 0) {
+            out.extend_from_slice(&bytes[..nul]);
+            return Ok((out, true));
+        }
+        out.extend_from_slice(&bytes);
+        match at.checked_add(chunk) {
+            Some(next) => at = next,
+            None => break,
+        }
+    }
+    Ok((out, false))
+}
+
 impl Emulator {
     /// Every host file the guest has read, by guest path, with the FNV-1a
     /// digest ([`crate::fs::fnv1a`]) of what it read: inputs from the machine that a
@@ -272,20 +299,8 @@ impl Emulator {
 
     /// Reads a NUL-terminated string of at most `max` bytes (faultable); `None` if too long.
     pub(crate) fn read_cstr(&mut self, addr: u64, max: usize) -> Result<Option<Vec<u8>>, MemFault> {
-        let mut out = Vec::new();
-        let mut at = addr;
-        while out.len() < max {
-            // Read up to the end of the page, so an unmapped next page is not touched.
-            let chunk = (page_down(at) + crate::memory::PAGE_SIZE - at).min((max - out.len()) as u64);
-            let bytes = self.read_vec(at, chunk)?;
-            if let Some(nul) = bytes.iter().position(|&b| b == 0) {
-                out.extend_from_slice(&bytes[..nul]);
-                return Ok(Some(out));
-            }
-            out.extend_from_slice(&bytes);
-            at += chunk;
-        }
-        Ok(None)
+        let (bytes, found) = scan_cstr(addr, max, |at, len| self.read_vec(at, len))?;
+        Ok(found.then_some(bytes))
     }
 
     // ---- registers and state -------------------------------------------------

@@ -72,9 +72,20 @@ impl Emulator {
     }
 
     /// Guest memory mapped by every process together (for [`crate::Limits::memory`]).
-    pub(crate) fn memory_in_use(&self) -> u64 {
-        let mapped = |pages: &crate::memory::PageTable| pages.areas().map(|a| a.end - a.start).sum::<u64>();
-        let parked = self.procs.values().filter_map(|p| p.parked.as_ref()).map(|p| mapped(&p.uc.get_data().pages));
-        mapped(self.pages()) + parked.sum::<u64>()
+    fn memory_in_use(&self) -> u64 {
+        let parked = self.procs.values().filter_map(|p| p.parked.as_ref()).map(|p| p.uc.get_data().pages.mapped());
+        self.pages().mapped() + parked.sum::<u64>()
+    }
+
+    /// Whether `bytes` more may be mapped within [`crate::Limits::memory`]
+    /// (the kernel's `may_expand_vm`); if not, says so in a warning and the
+    /// caller fails as the kernel would (`ENOMEM`, or brk's old break).
+    pub(crate) fn may_expand(&mut self, bytes: u64, what: &str) -> bool {
+        let limit = self.limits.memory;
+        if self.memory_in_use().saturating_add(bytes) <= limit {
+            return true;
+        }
+        self.warn(format!("{what} refused: guest memory would exceed its limit of {limit} bytes"));
+        false
     }
 }

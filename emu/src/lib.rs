@@ -60,6 +60,13 @@
 //!   besides memory: its IDs, standard streams ([`Stdin`]) and open files,
 //!   the virtual clock, the random stream, signal dispositions
 //!   ([`SigAction`]).
+//! * **Processes** (`procs.rs`, `sched.rs`, `fork.rs`): the process table
+//!   and its types ([`Pid`], [`ProcessEvent`], [`Limits`]); the
+//!   deterministic scheduler, which keeps the running process's state in
+//!   the emulator's fields and parks the others' (a context switch swaps
+//!   them); and the copy a `fork` makes, each process with its own engine.
+//!   The calls that create, replace and reap processes are
+//!   `syscall/life.rs`; pipes are `fs/pipe.rs`.
 //! * **On the host** ([`host`]): a program run like `qemu-user` runs it, with
 //!   the host's environment and streams (`unwindlab exec`).
 //! * **Signals** ([`sigframe`]): handlers run on Linux's own frame layout for

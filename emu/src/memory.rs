@@ -203,6 +203,11 @@ impl PageTable {
         self.areas.range(..=addr).next_back().map(|(_, area)| area).filter(|area| addr < area.end)
     }
 
+    /// Bytes mapped, all areas together.
+    pub fn mapped(&self) -> u64 {
+        self.areas.values().map(|a| a.end - a.start).sum()
+    }
+
     /// All areas, in address order.
     pub fn areas(&self) -> impl Iterator<Item = &Area> {
         self.areas.values()

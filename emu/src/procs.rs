@@ -45,7 +45,7 @@ pub type Pid = u32;
 pub const FIRST_PID: Pid = 1000;
 
 /// What happened to the processes of the machine, reported by
-/// [`Emulator::run`] as [`Stop::Process`](crate::Stop::Process) when the
+/// [`Emulator::run`](crate::Emulator::run) as [`Stop::Process`](crate::Stop::Process) when the
 /// [`RunLimit`](crate::RunLimit) asks for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProcessEvent {
@@ -92,7 +92,7 @@ pub enum ProcessEvent {
 /// instead of exhausting the machine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Processes alive at once; one more `fork` stops the run ([`Error::Limit`]).
+    /// Processes alive at once; one more `fork` stops the run ([`Error::Limit`](crate::Error::Limit)).
     pub processes: u32,
     /// Bytes of guest memory mapped, all processes together: a mapping past
     /// it fails with `ENOMEM`, as under a kernel's `RLIMIT_AS`, with a warning.
@@ -176,9 +176,6 @@ pub(crate) struct Sched {
     /// Pipes created so far (their inode numbers count from this).
     pub(crate) pipes: u64,
 }
-
-/// `SA_NOCLDWAIT`: children of a process with this flag on SIGCHLD are not kept as zombies.
-pub(crate) const SA_NOCLDWAIT: u64 = 2;
 
 /// The process table at the start: the first process, alone.
 pub(crate) fn first_process() -> BTreeMap<Pid, Proc> {

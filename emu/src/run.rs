@@ -265,13 +265,14 @@ impl Emulator {
         sigframe::deliver(self, sig, cause)
     }
 
-    /// Makes signal `sig` pending, as `kill()` from another process would;
-    /// it is delivered when the guest next runs (if not blocked).
+    /// Makes signal `sig` pending in the process on the CPU, as `kill()`
+    /// from another process would; it is delivered when the guest next runs
+    /// (if not blocked; an ignored one is dropped, as by the kernel).
     pub fn send_signal(&mut self, sig: u32) -> Result<(), Error> {
         if !(1..=64).contains(&sig) {
             return Err(Error::Setup { file: self.image.file.clone(), problem: format!("no signal {sig}") });
         }
-        self.signals.pending |= crate::process::sig_bit(sig);
+        self.post_signal(self.pid, sig, crate::sigframe::si_code::SI_USER);
         Ok(())
     }
 

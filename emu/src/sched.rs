@@ -26,16 +26,25 @@
 use crate::emulator::Emulator;
 use crate::error::Error;
 use crate::fs::FdTable;
-use crate::process::{sig_bit, SIG_DFL, SIG_IGN};
-pub(crate) use crate::procs::*;
+use crate::process::{sig_bit, Signals, SIG_DFL, SIG_IGN};
+use crate::procs::{Exit, Life, Parked, Pid, Proc, ProcessEvent, FIRST_PID};
+use crate::sigframe::{SA_NOCLDWAIT, SA_RESTART};
 use crate::signal;
-pub(crate) use crate::syscall::outcome::Blocked;
+use crate::syscall::outcome::Blocked;
 
 impl Emulator {
     /// The process on the CPU: the one [`Emulator::regs`],
     /// [`Emulator::ground_truth`] and the memory accessors describe.
     pub fn pid(&self) -> Pid {
         self.pid
+    }
+
+    /// Process events not yet reported by [`Emulator::run`]: what the last
+    /// system call did to processes (a fork, an exec) is reported after
+    /// its [`Stop::Syscall`](crate::Stop::Syscall), and a host that models
+    /// the kernel needs it before the call returns.
+    pub fn queued_process_events(&self) -> impl Iterator<Item = &ProcessEvent> {
+        self.sched.events.iter()
     }
 
     /// The live processes (not zombies), in pid order.
@@ -101,18 +110,29 @@ impl Emulator {
         self.sched.events.push_back(ProcessEvent::Switch { from, to });
     }
 
-    /// Adds a process to the table, parked with `state`; returns its pid.
-    pub(crate) fn add_process(&mut self, state: Parked, exit_signal: u32) -> Result<Pid, Error> {
-        let alive = self.pids().len() as u32;
-        if alive >= self.limits.processes {
-            return Err(Error::Limit {
-                file: self.image.file.clone(),
-                problem: format!(
-                    "process {} tried to create a process beyond the limit of {} alive at once (a fork bomb?)",
-                    self.pid, self.limits.processes
-                ),
-            });
+    /// Process `pid` as a system call names it, if it is in the table
+    /// (a zombie too, until it is reaped).
+    pub(crate) fn known_pid(&self, pid: u64) -> Option<Pid> {
+        Pid::try_from(pid).ok().filter(|p| self.procs.contains_key(p))
+    }
+
+    /// Stops the run if one more process would pass [`crate::Limits::processes`]
+    /// (checked before the copy a new process costs).
+    pub(crate) fn check_process_limit(&self) -> Result<(), Error> {
+        if (self.pids().len() as u32) < self.limits.processes {
+            return Ok(());
         }
+        Err(Error::Limit {
+            file: self.image.file.clone(),
+            problem: format!(
+                "process {} tried to create a process beyond the limit of {} alive at once (a fork bomb?)",
+                self.pid, self.limits.processes
+            ),
+        })
+    }
+
+    /// Adds a process to the table, parked with `state`; returns its pid.
+    pub(crate) fn add_process(&mut self, state: Parked, exit_signal: u32) -> Pid {
         let pid = self.sched.next_pid;
         self.sched.next_pid += 1;
         let parent = self.cur();
@@ -129,7 +149,7 @@ impl Emulator {
         };
         self.procs.insert(pid, proc);
         self.sched.events.push_back(ProcessEvent::Fork { parent: self.pid, child: pid });
-        Ok(pid)
+        pid
     }
 
     /// The current process has ended: it becomes a zombie (or disappears if
@@ -149,52 +169,42 @@ impl Emulator {
         }
         // Orphaned zombies are reaped at once, as init would.
         self.procs.retain(|_, p| !(p.ppid == 0 && matches!(p.life, Life::Zombie(_))));
-        let (ppid, exit_signal, vfork_parent) = {
-            let p = self.cur();
-            (p.ppid, p.exit_signal, p.vfork_parent)
-        };
-        if let Some(parent) = vfork_parent {
-            self.release_vfork(parent);
-        }
-        let reaper = self.procs.get(&ppid).filter(|p| p.life == Life::Alive).map(|p| {
-            let signals = match &p.parked {
-                Some(parked) => &parked.signals,
-                None => &self.signals,
-            };
-            let action = signals.actions[signal::SIGCHLD as usize];
-            // SIGCHLD ignored (or SA_NOCLDWAIT): the child is reaped at once.
+        let me = self.cur_mut();
+        let (ppid, exit_signal) = (me.ppid, me.exit_signal);
+        me.life = Life::Zombie(exit);
+        // A vfork parent runs again.
+        me.vfork_parent = None;
+        // A parent that ignores SIGCHLD (or set SA_NOCLDWAIT) never reaps:
+        // the child is gone at once, as if reaped (ppid 0: see above).
+        let reaps = self.signals_of(ppid).is_some_and(|s| {
+            let action = s.actions[signal::SIGCHLD as usize];
             action.handler != SIG_IGN && action.flags & SA_NOCLDWAIT == 0
         });
-        match reaper {
-            Some(true) => {
-                self.cur_mut().life = Life::Zombie(exit);
-                if exit_signal != 0 {
-                    self.post_signal(ppid, exit_signal, crate::sigframe::si_code::SI_USER);
-                }
-            }
-            _ => {
-                self.cur_mut().life = Life::Zombie(exit);
-                self.cur_mut().ppid = 0;
-            }
+        if !reaps {
+            self.cur_mut().ppid = 0;
+        } else if exit_signal != 0 {
+            self.post_signal(ppid, exit_signal, crate::sigframe::si_code::SI_USER);
         }
     }
 
-    /// Lets a `vfork` parent run again (its child has exec'd or ended).
-    pub(crate) fn release_vfork(&mut self, _parent: Pid) {
-        self.cur_mut().vfork_parent = None;
+    /// The signal state of live process `pid`, on the CPU or parked.
+    fn signals_of(&self, pid: Pid) -> Option<&Signals> {
+        let p = self.procs.get(&pid).filter(|p| p.life == Life::Alive)?;
+        if pid == self.pid {
+            return Some(&self.signals);
+        }
+        p.parked.as_deref().map(|parked| &parked.signals)
     }
 
     /// Makes `sig` pending in process `pid` (current or parked), unless ignored.
     pub(crate) fn post_signal(&mut self, pid: Pid, sig: u32, code: i32) {
-        let current = pid == self.pid;
-        let Some(p) = self.procs.get_mut(&pid) else { return };
-        if p.life != Life::Alive {
+        if self.signals_of(pid).is_none() {
             return;
         }
-        let signals = if current {
+        let signals = if pid == self.pid {
             &mut self.signals
         } else {
-            match p.parked.as_deref_mut() {
+            match self.procs.get_mut(&pid).and_then(|p| p.parked.as_deref_mut()) {
                 Some(parked) => &mut parked.signals,
                 None => return,
             }
@@ -267,9 +277,6 @@ pub(crate) enum Progress {
 
 /// The kernel's "restart after the handler" code (never seen by the guest).
 const ERESTARTSYS: i64 = 512;
-
-/// `SA_RESTART`: a system call interrupted by the handler's signal starts again.
-pub(crate) const SA_RESTART: u64 = 0x1000_0000;
 
 impl Emulator {
     /// Virtual nanoseconds since the start.

@@ -3,11 +3,12 @@
 //! child, and execs itself by posix_spawn, fork+exec and vfork+exec. It
 //! execs, which qemu-user cannot do for a foreign architecture, so the
 //! reference is the x86-64 build run natively. The limits stop a fork bomb,
-//! a program that never ends and a deadlock with clear errors.
+//! refuse a runaway allocation, and stop a program that never ends and a
+//! deadlock, with clear messages.
 
 mod common;
 
-use emu::{Arch, Config, Emulator, Error, Exit, Limits};
+use emu::{Arch, Config, Emulator, Error, Event, Exit, Limits};
 use std::process::Command;
 
 fn run(arch: Arch, args: &[&str], limits: Limits) -> Option<(Result<Exit, Error>, Emulator)> {
@@ -49,6 +50,24 @@ fn a_fork_bomb_stops_at_the_process_limit() {
         let Some((result, _)) = run(arch, &["bomb"], limits) else { continue };
         let err = result.expect_err("the bomb must be stopped").to_string();
         assert!(err.contains("limit of 16") && err.contains("fork bomb"), "{arch}: {err}");
+    }
+}
+
+#[test]
+fn a_runaway_allocation_is_refused_at_the_memory_limit() {
+    for arch in Arch::ALL {
+        let limits = Limits { memory: 64 << 20, ..Limits::default() };
+        let Some((result, emu)) = run(arch, &["hog"], limits) else { continue };
+        assert_eq!(result.expect("the guest sees ENOMEM and ends"), Exit::Code(0), "{arch}");
+        // The program and its stack take some of the 64 MiB: at most three 16 MiB chunks fit.
+        let out = String::from_utf8_lossy(emu.stdout()).into_owned();
+        let chunks: u32 = out.trim().strip_suffix(" chunks").and_then(|n| n.parse().ok()).expect("a count");
+        assert!((1..4).contains(&chunks), "{arch}: {out}");
+        let warned = emu
+            .events()
+            .iter()
+            .any(|e| matches!(e, Event::Warning { message, .. } if message.contains("limit of 67108864 bytes")));
+        assert!(warned, "{arch}: no warning in {:?}", emu.events());
     }
 }
 

@@ -12,7 +12,7 @@ use kmodel::arch::{Arch, UserRegs};
 use kmodel::event::{EntryReason, EventKind};
 use kmodel::kernel::{Kernel, TaskState};
 use kmodel::memory::{Access, PagedMemory};
-use kmodel::types::{MmId, Tid, UNWIND_PENDING};
+use kmodel::types::{MmId, Tid, WorkId, UNWIND_PENDING};
 use kmodel::unwind::unwind_user_dry_run;
 use sframe::write::{RawFunction, RawRow};
 use sframe::{Abi, Version};
@@ -59,6 +59,14 @@ fn cached(k: &Kernel, tid: Tid) -> Vec<u64> {
     k.task(tid).info.cache.as_ref().map(|c| c.entries[..c.nr_entries].to_vec()).unwrap_or_default()
 }
 
+/// A kernel without perf, one tracer "a", and a user task on CPU 0.
+fn one_tracer_and_a_task() -> (Kernel, WorkId, Tid) {
+    let mut k = kernel(without_perf());
+    let (a, _) = k.unwind_deferred_init("a");
+    let t = task(&mut k, 0);
+    (k, a, t)
+}
+
 fn assert_clean(k: &mut Kernel) {
     let violations = k.take_violations();
     assert!(violations.is_empty(), "{}", violations.iter().map(|v| v.to_string()).collect::<String>());
@@ -72,9 +80,7 @@ fn assert_clean(k: &mut Kernel) {
 #[test]
 fn fork_while_pending_leaves_the_child_empty_and_serves_the_parent() {
     let (mut mem, regs) = fp_stack(Arch::X86_64, 3);
-    let mut k = kernel(without_perf());
-    let (a, _) = k.unwind_deferred_init("a");
-    let parent = task(&mut k, 0);
+    let (mut k, a, parent) = one_tracer_and_a_task();
     let parent_mm = k.task(parent).mm.unwrap();
     register_old_image_section(&mut k, parent_mm, &mut mem, &regs);
     let cfg = k.options().unwind.clone();
@@ -131,9 +137,7 @@ fn fork_while_pending_leaves_the_child_empty_and_serves_the_parent() {
 #[test]
 fn a_child_on_another_cpu_takes_that_cpus_counter() {
     let (mem, regs) = fp_stack(Arch::X86_64, 2);
-    let mut k = kernel(without_perf());
-    let (a, _) = k.unwind_deferred_init("a");
-    let parent = task(&mut k, 0);
+    let (mut k, a, parent) = one_tracer_and_a_task();
     k.enter(parent, EntryReason::Syscall, regs.clone(), &mem);
     assert_eq!(k.unwind_deferred_request(0, a).1.id(), cookie(3, 0));
     let child = k.fork(parent, 1);
@@ -243,9 +247,7 @@ fn exec_leaves_a_filled_cache_in_place_and_b6_reports_the_old_stack() {
 fn fork_then_child_exec_then_exit() {
     let (mem, regs) = fp_stack(Arch::X86_64, 3);
     let (mut new_mem, new_regs) = new_image();
-    let mut k = kernel(without_perf());
-    let (a, _) = k.unwind_deferred_init("a");
-    let parent = task(&mut k, 0);
+    let (mut k, a, parent) = one_tracer_and_a_task();
     let parent_mm = k.task(parent).mm.unwrap();
     k.enter(parent, EntryReason::Syscall, regs.clone(), &mem);
     let child = k.fork(parent, 1);
@@ -287,9 +289,7 @@ fn fork_then_child_exec_then_exit() {
 #[test]
 fn exit_of_a_child_with_a_request_pending() {
     let (mem, regs) = fp_stack(Arch::X86_64, 2);
-    let mut k = kernel(without_perf());
-    let (a, _) = k.unwind_deferred_init("a");
-    let parent = task(&mut k, 0);
+    let (mut k, a, parent) = one_tracer_and_a_task();
     let child = k.fork(parent, 1);
     k.enter(child, EntryReason::Syscall, regs, &mem);
     assert_eq!(k.nmi_request(1, a, None, &mem).1.id(), cookie(3, 1));
@@ -308,9 +308,7 @@ fn exit_of_a_child_with_a_request_pending() {
 #[test]
 fn parent_exit_while_the_child_has_a_request_pending() {
     let (mut mem, regs) = fp_stack(Arch::X86_64, 3);
-    let mut k = kernel(without_perf());
-    let (a, _) = k.unwind_deferred_init("a");
-    let parent = task(&mut k, 0);
+    let (mut k, a, parent) = one_tracer_and_a_task();
     let parent_mm = k.task(parent).mm.unwrap();
     register_old_image_section(&mut k, parent_mm, &mut mem, &regs);
     k.enter(parent, EntryReason::Syscall, regs.clone(), &mem);

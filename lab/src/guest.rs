@@ -17,9 +17,8 @@ pub(crate) struct GuestRun {
     pub(crate) name: String,
     /// The emulated process.
     pub(crate) emu: Emulator,
-    /// The model's task of the process on its CPU.
-    pub(crate) tid: Tid,
-    /// The model's task of each of its processes, by pid.
+    /// The model's task of each of its processes, by pid (the one on the
+    /// CPU is [`GuestRun::tid`]).
     pub(crate) tasks: std::collections::BTreeMap<emu::Pid, Tid>,
     /// Its processes asleep in a system call (in the kernel, for the model).
     pub(crate) sleeping: std::collections::BTreeSet<emu::Pid>,
@@ -35,6 +34,14 @@ pub(crate) struct GuestRun {
     pub(crate) slow_only: Option<String>,
     /// A migration waiting for its next kernel entry.
     pub(crate) migrate_to: Option<usize>,
+}
+
+impl GuestRun {
+    /// The model's task of the process on the guest's CPU.
+    pub(crate) fn tid(&self) -> Tid {
+        // Every pid the emulator reports was added at its fork.
+        self.tasks[&self.emu.pid()]
+    }
 }
 
 /// Loads guest `g` of `scenario` and gives the kernel model its address
@@ -74,7 +81,6 @@ pub(crate) fn set_up(g: &Guest, scenario: &Scenario, k: &mut Kernel) -> Result<(
     let run = GuestRun {
         name: g.name.clone(),
         emu,
-        tid,
         tasks: std::collections::BTreeMap::from([(emu::FIRST_PID, tid)]),
         sleeping: std::collections::BTreeSet::new(),
         cpu: g.cpu,

@@ -72,7 +72,7 @@ impl<'s> Run<'s> {
         match t {
             Tracer::Perf { name, period, user_stack, task } => {
                 let scope = match task {
-                    Some(task) => PerfScope::Task(self.guests.iter().find(|g| &g.name == task).map_or(0, |g| g.tid)),
+                    Some(task) => PerfScope::Task(self.guests.iter().find(|g| &g.name == task).map_or(0, |g| g.tid())),
                     None => PerfScope::CpuWide,
                 };
                 self.k.add_perf(name, scope, *user_stack);
@@ -194,7 +194,7 @@ impl<'s> Run<'s> {
                 until = until.min(icount + e.at.saturating_sub(global).max(1));
             }
             self.k.set_time(global);
-            self.k.schedule(self.guests[g].tid);
+            self.k.schedule(self.guests[g].tid());
             let guest = &mut self.guests[g];
             let limit = RunLimit::icount(until).and_syscalls().and_processes();
             let stop = guest.emu.run(limit).map_err(|e| RunError::guest(&guest.name, e))?;
@@ -228,7 +228,7 @@ impl<'s> Run<'s> {
         let seq = self.k.tracers().samples;
         let cpu = guest.cpu;
         let icount = guest.emu.icount();
-        if self.k.task(guest.tid).mm.is_none() {
+        if self.k.task(guest.tid()).mm.is_none() {
             return Err(RunError::guest(&guest.name, "sampled after its exit_mm()"));
         }
         let mem = guest.emu.user_memory();
@@ -241,13 +241,9 @@ impl<'s> Run<'s> {
     /// Something happened to one of guest `g`'s processes.
     fn process(&mut self, g: usize, event: ProcessEvent, stop_after: u64) -> Result<(), RunError> {
         match event {
-            ProcessEvent::Switch { to, .. } => {
-                let guest = &mut self.guests[g];
-                let tid = *guest
-                    .tasks
-                    .get(&to)
-                    .ok_or_else(|| RunError::guest(&guest.name, "switched to an unknown process"))?;
-                guest.tid = tid;
+            ProcessEvent::Switch { .. } => {
+                let guest = &self.guests[g];
+                let tid = guest.tid();
                 // The guest's processes share its CPU (a migration moved the one then running).
                 if self.k.task(tid).cpu != guest.cpu {
                     self.k.migrate(tid, guest.cpu);
@@ -257,14 +253,14 @@ impl<'s> Run<'s> {
             ProcessEvent::Block { pid, .. } => {
                 // The call sleeps in the kernel: the task entered it and sleeps there.
                 let regs = self.user_regs(g)?;
-                let tid = self.guests[g].tid;
+                let tid = self.guests[g].tid();
                 let mem = self.guests[g].emu.user_memory();
                 self.k.enter(tid, EntryReason::Syscall, regs, &mem);
                 self.k.sleep(tid);
                 self.guests[g].sleeping.insert(pid);
             }
             ProcessEvent::Exit { exit, .. } => self.exit(g, exit, stop_after)?,
-            // Handled with the system call's stop, where the model's task is in the kernel.
+            // Handled at the system call's stop (`syscall`), where the model's task is in the kernel.
             ProcessEvent::Fork { .. } | ProcessEvent::Exec { .. } => {}
         }
         Ok(())
@@ -273,7 +269,7 @@ impl<'s> Run<'s> {
     fn syscall(&mut self, g: usize, record: &SyscallRecord, stop_after: u64) -> Result<(), RunError> {
         let name = record.name;
         let regs = self.user_regs(g)?;
-        let tid = self.guests[g].tid;
+        let tid = self.guests[g].tid();
         let pid = self.guests[g].emu.pid();
         if self.guests[g].sleeping.remove(&pid) {
             self.k.wake(tid);
@@ -304,18 +300,26 @@ impl<'s> Run<'s> {
             self.k.wake(tid);
         }
         let guest = &mut self.guests[g];
-        if matches!(name, "clone" | "fork" | "vfork") && record.ret > 0 {
-            // copy_process() while the parent is in the kernel: the child
-            // starts with no deferred state (unwind_task_init) and an empty
-            // SFrame table; its first run is a return from the call.
-            let child = self.k.fork(tid, guest.cpu);
-            guest.tasks.insert(record.ret as emu::Pid, child);
-        }
-        if matches!(name, "execve" | "execveat") && record.ret == 0 {
-            // The new image's mm with its section, and its registers: what a
-            // pending request walks on the way out.
-            let mm = crate::guest::image_mm(&mut self.k, &mut guest.emu);
-            self.k.exec(tid, mm, regs);
+        // What the call did to processes, still queued for the next run:
+        // the model must see it now, while the task is in the kernel.
+        let queued: Vec<ProcessEvent> = guest.emu.queued_process_events().cloned().collect();
+        for event in queued {
+            match event {
+                // copy_process(): the child starts with no deferred state
+                // (unwind_task_init) and an empty SFrame table; its first
+                // run is a return from the call.
+                ProcessEvent::Fork { child, .. } => {
+                    let task = self.k.fork(tid, guest.cpu);
+                    guest.tasks.insert(child, task);
+                }
+                // The new image's mm with its section, and its registers:
+                // what a pending request walks on the way out.
+                ProcessEvent::Exec { .. } => {
+                    let mm = crate::guest::image_mm(&mut self.k, &mut guest.emu);
+                    self.k.exec(tid, mm, regs.clone());
+                }
+                _ => {}
+            }
         }
         let mem = self.guests[g].emu.user_memory();
         self.k.return_to_user(tid, &mem);
@@ -325,7 +329,7 @@ impl<'s> Run<'s> {
     /// NMIs hitting the task while it is in the kernel; past the end of
     /// profiling it is left asleep there.
     fn slow_nmis(&mut self, g: usize, nmis: u32, stop_after: u64) -> Result<(), RunError> {
-        let tid = self.guests[g].tid;
+        let tid = self.guests[g].tid();
         for _ in 0..nmis {
             let period = self.period.unwrap_or(1);
             self.in_kernel = self.in_kernel.saturating_add(period);
@@ -345,7 +349,7 @@ impl<'s> Run<'s> {
 
     fn exit(&mut self, g: usize, exit: Exit, stop_after: u64) -> Result<(), RunError> {
         let regs = self.user_regs(g)?;
-        let tid = self.guests[g].tid;
+        let tid = self.guests[g].tid();
         let status = exit.shell_status();
         {
             let mem = self.guests[g].emu.user_memory();

@@ -15,3 +15,33 @@ pub use sframe_support::*;
 pub fn scenario_files() -> Vec<PathBuf> {
     json_files(&Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios"))
 }
+
+/// Runs the `unwindlab` binary with `args`.
+pub fn unwindlab(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_unwindlab")).args(args).output().unwrap()
+}
+
+/// The x86-64 lab guest, for scenarios the tests write.
+pub fn lab_guest() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("guests/bin/x86_64/lab-v3")
+}
+
+/// Writes each case's scenario text to `NAME.json` in a fresh folder
+/// `dir` and checks that `unwindlab run` refuses it: status 2, an error
+/// that names the file and says each of the case's `needles`, no panic.
+pub fn assert_refused(dir: &str, cases: &[(&str, String, Vec<&str>)]) {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, text, needles) in cases {
+        let file = dir.join(format!("{name}.json"));
+        std::fs::write(&file, text).unwrap();
+        let out = unwindlab(&["run", file.to_str().unwrap()]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
+        assert!(stderr.contains(&format!("{name}.json")), "{name}: error must name the file: {stderr}");
+        for needle in needles {
+            assert!(stderr.contains(needle), "{name}: error must say {needle:?}: {stderr}");
+        }
+        assert!(!stderr.contains("panicked"), "{name}: {stderr}");
+    }
+}

@@ -6,7 +6,7 @@
 //! and the two ends of a pipe will.
 
 use super::overlay::OverlayFile;
-use super::types::{DirEntry, Stat};
+use super::types::{DirEntry, Stat, Synth};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -28,12 +28,8 @@ pub(crate) enum FileKind {
     Generated(Rc<[u8]>, Stat),
     /// A directory, by absolute guest path, and its status.
     Dir(Stat),
-    /// `/dev/null`.
-    Null,
-    /// `/dev/zero`.
-    Zero,
-    /// `/dev/urandom`.
-    Random,
+    /// A device of `/dev`: [`Synth::Null`], [`Synth::Zero`] or [`Synth::Random`].
+    Device(Synth),
     /// One end of a pipe.
     Pipe(super::pipe::PipeEnd),
 }

@@ -9,9 +9,9 @@
 //! synthetic, even with the host's `/` as root: the host's devices and
 //! processes would make runs depend on the machine.
 //!
-//! Open files are [`OpenFile`] descriptions shared by descriptors through
-//! an `Rc` (see [`FdTable`]), so `dup`, and later `fork` and pipes, share
-//! one position and one set of status flags as on Linux.
+//! Open files are `OpenFile` descriptions shared by descriptors through
+//! an `Rc` (see `FdTable`), so `dup`, `fork` and the two ends of a pipe
+//! share one position and one set of status flags as on Linux.
 
 mod fdtable;
 mod overlay;
@@ -28,7 +28,6 @@ pub(crate) use name::parent;
 pub(crate) use overlay::{file_stat as overlay_stat, Meta, Node, OverlayFile};
 pub(crate) use path::Resolved;
 pub(crate) use pipe::{PipeEnd, PipeRead, PipeWrite};
-pub(crate) use synth::Synth;
 pub(crate) use types::*;
 pub use vfs::{default_prefix, fnv1a};
 pub(crate) use vfs::{Entry, Source, Vfs};

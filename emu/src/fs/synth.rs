@@ -3,35 +3,8 @@
 //! no run depends on the machine's devices or processes.
 
 use super::fdtable::FdTable;
-use super::types::{dtype, DirEntry, Kind, Stat, OVERLAY_DEV, S_IFCHR, S_IFDIR, S_IFLNK, S_IFREG};
+use super::types::{dtype, DirEntry, Kind, Stat, Synth, OVERLAY_DEV, S_IFCHR, S_IFDIR, S_IFLNK, S_IFREG};
 use crate::process::{GID, UID};
-
-/// A synthetic file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Synth {
-    /// `/dev`.
-    DevDir,
-    /// `/dev/null`.
-    Null,
-    /// `/dev/zero`.
-    Zero,
-    /// `/dev/urandom` and `/dev/random`: the emulator's seeded stream.
-    Random,
-    /// `/proc`.
-    ProcDir,
-    /// `/proc/self`, a link to `PID`.
-    SelfLink,
-    /// `/proc/PID`.
-    PidDir,
-    /// `/proc/PID/exe`.
-    Exe,
-    /// `/proc/PID/maps`, generated at open from the memory areas.
-    Maps,
-    /// `/proc/PID/fd`.
-    FdDir,
-    /// `/proc/PID/fd/N`.
-    FdLink(u64),
-}
 
 /// Names of `/dev`, sorted, with their synthetic files.
 const DEV: &[(&str, Synth)] =

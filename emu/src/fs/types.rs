@@ -1,5 +1,6 @@
 //! The plain data of the file system: file types and their mode bits, what
-//! a name is ([`Kind`]) and what `stat` reports ([`Stat`]). Every other file
+//! a name is ([`Kind`]), what `stat` reports ([`Stat`]) and which
+//! synthetic file one is ([`Synth`]). Every other file
 //! of `fs` builds on these; they import nothing from it.
 
 /// File type bits of `st_mode`.
@@ -61,4 +62,31 @@ pub(crate) struct Stat {
 /// The `DT_*` type of a mode.
 pub(crate) fn dtype(mode: u32) -> u8 {
     ((mode & S_IFMT) >> 12) as u8
+}
+
+/// A synthetic file of `/dev` or `/proc` (what each is: `synth.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Synth {
+    /// `/dev`.
+    DevDir,
+    /// `/dev/null`.
+    Null,
+    /// `/dev/zero`.
+    Zero,
+    /// `/dev/urandom` and `/dev/random`: the emulator's seeded stream.
+    Random,
+    /// `/proc`.
+    ProcDir,
+    /// `/proc/self`, a link to `PID`.
+    SelfLink,
+    /// `/proc/PID`.
+    PidDir,
+    /// `/proc/PID/exe`.
+    Exe,
+    /// `/proc/PID/maps`, generated at open from the memory areas.
+    Maps,
+    /// `/proc/PID/fd`.
+    FdDir,
+    /// `/proc/PID/fd/N`.
+    FdLink(u64),
 }

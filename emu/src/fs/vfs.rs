@@ -12,7 +12,8 @@ use std::rc::Rc;
 use super::fdtable::FdTable;
 use super::name::normalize;
 use super::overlay::{Meta, Node, OverlayFile};
-use super::synth::{self, Synth};
+use super::synth;
+use super::types::Synth;
 use super::types::*;
 use crate::syscall::errno::{EFBIG, EIO};
 

@@ -24,6 +24,10 @@ use crate::syscall::outcome::{Outcome, SysError, SysResult};
 use frame::{Delivery, Frames};
 pub use frame::{SA_SIGINFO, SIGINFO_SIZE};
 
+/// `SA_NOCLDWAIT` (on SIGCHLD): ended children are not kept as zombies.
+pub const SA_NOCLDWAIT: u64 = 2;
+/// `SA_RESTART`: a system call the handler's signal interrupted starts again.
+pub const SA_RESTART: u64 = 0x1000_0000;
 /// `SA_RESTORER`: `sa_restorer` is the return trampoline.
 pub const SA_RESTORER: u64 = 0x0400_0000;
 /// `SA_ONSTACK`: run the handler on the alternate stack.
@@ -149,7 +153,7 @@ pub(crate) fn deliver(emu: &mut Emulator, sig: u32, cause: Cause) -> Result<(), 
     let resume_pc = emu.reg(info.pc)?;
     match frames(emu.arch()).push(emu, &delivery) {
         Ok(()) => {}
-        Err(SysError::Errno(_) | SysError::Block) => return emu.terminate(signal::SIGSEGV),
+        Err(SysError::Errno(_) | SysError::Block(_)) => return emu.terminate(signal::SIGSEGV),
         Err(SysError::Host(err)) => return Err(err),
     }
     // The handler runs as if called from the interrupted code with the

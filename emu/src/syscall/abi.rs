@@ -296,3 +296,72 @@ named! {
     /// `getrandom` flags.
     GRND_NAMES { GRND_NONBLOCK = 1, GRND_RANDOM = 2, GRND_INSECURE = 4, }
 }
+
+named! {
+    /// `clone` flags (the low byte, [`CSIGNAL`], is the exit signal).
+    CLONE_NAMES {
+        CLONE_VM = 0x100,
+        CLONE_FS = 0x200,
+        CLONE_FILES = 0x400,
+        CLONE_SIGHAND = 0x800,
+        CLONE_PIDFD = 0x1000,
+        CLONE_PTRACE = 0x2000,
+        CLONE_VFORK = 0x4000,
+        CLONE_PARENT = 0x8000,
+        CLONE_THREAD = 0x1_0000,
+        CLONE_NEWNS = 0x2_0000,
+        CLONE_SYSVSEM = 0x4_0000,
+        CLONE_SETTLS = 0x8_0000,
+        CLONE_PARENT_SETTID = 0x10_0000,
+        CLONE_CHILD_CLEARTID = 0x20_0000,
+        CLONE_DETACHED = 0x40_0000,
+        CLONE_UNTRACED = 0x80_0000,
+        CLONE_CHILD_SETTID = 0x100_0000,
+    }
+}
+
+/// The exit-signal field of `clone` flags.
+pub(crate) const CSIGNAL: u64 = 0xff;
+
+named! {
+    /// `wait4` and `waitid` options.
+    WAIT_NAMES {
+        WNOHANG = 1,
+        WUNTRACED = 2,
+        WEXITED = 4,
+        WCONTINUED = 8,
+        WNOWAIT = 0x0100_0000,
+        __WNOTHREAD = 0x2000_0000,
+        __WALL = 0x4000_0000,
+        __WCLONE = 0x8000_0000,
+    }
+}
+
+named! {
+    /// `waitid` ID types.
+    IDTYPE_NAMES { P_ALL = 0, P_PID = 1, P_PGID = 2, P_PIDFD = 3, }
+}
+
+/// `poll` events (in memory, so no name table: traces show the array's address).
+pub(crate) const POLLIN: u64 = 0x1;
+/// `POLLPRI`.
+pub(crate) const POLLPRI: u64 = 0x2;
+/// `POLLOUT`.
+pub(crate) const POLLOUT: u64 = 0x4;
+/// `POLLERR`.
+pub(crate) const POLLERR: u64 = 0x8;
+/// `POLLHUP`.
+pub(crate) const POLLHUP: u64 = 0x10;
+/// `POLLNVAL`.
+pub(crate) const POLLNVAL: u64 = 0x20;
+/// `POLLRDNORM`.
+pub(crate) const POLLRDNORM: u64 = 0x40;
+/// `POLLRDBAND`.
+pub(crate) const POLLRDBAND: u64 = 0x80;
+/// `POLLWRNORM`.
+pub(crate) const POLLWRNORM: u64 = 0x100;
+
+/// `UTIME_NOW` in a `struct timespec`'s nanoseconds: the current time.
+pub(crate) const UTIME_NOW: u64 = (1 << 30) - 1;
+/// `UTIME_OMIT`: leave this time alone.
+pub(crate) const UTIME_OMIT: u64 = (1 << 30) - 2;

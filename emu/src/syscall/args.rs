@@ -184,6 +184,13 @@ pub(crate) const FUTEX_OP: Arg = Arg::Flags(
 pub(crate) const RESOURCE: Arg = Arg::Value(Ty::Uint, abi::RLIMIT_NAMES);
 /// `int option` of `arch_prctl`.
 pub(crate) const ARCH_PRCTL_CODE: Arg = Arg::Value(Ty::Int, abi::ARCH_PRCTL_NAMES);
+/// `int options` of `wait4` and `waitid`.
+pub(crate) const WAIT_OPTIONS: Arg = Arg::Flags(Ty::Int, &Flags::bits(abi::WAIT_NAMES));
+/// `int which` of `waitid`.
+pub(crate) const IDTYPE: Arg = Arg::Value(Ty::Int, abi::IDTYPE_NAMES);
+/// `unsigned long flags` of `clone` (not in its table row: the argument's
+/// position differs per architecture; spelled in warnings with [`spell`]).
+pub(crate) const CLONE_FLAGS: Arg = Arg::Flags(Ty::Ulong, &Flags::bits(abi::CLONE_NAMES));
 /// `unsigned int flags` of `getrandom`.
 pub(crate) const GRND_FLAGS: Arg = Arg::Flags(Ty::Uint, &Flags::bits(abi::GRND_NAMES));
 
@@ -252,6 +259,17 @@ pub(crate) fn write_arg(
         Arg::Flags(_, flags) => write_flags(f, value, flags.field, flags.field_names, flags.bits.iter().copied()),
         Arg::Raw => write_raw(f, value),
     }
+}
+
+/// `value` as a trace shows an argument of type `arg` (for warnings).
+pub(crate) fn spell(arg: Arg, value: u64, arch: Arch) -> String {
+    struct Spelled(Arg, u64, Arch);
+    impl fmt::Display for Spelled {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write_arg(f, self.0, self.1, self.2, None)
+        }
+    }
+    Spelled(arg, value, arch).to_string()
 }
 
 /// Whether the call's open flags (if it has any) make a `mode` argument count.

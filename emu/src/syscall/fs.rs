@@ -219,9 +219,7 @@ fn open_path(emu: &mut Emulator, dirfd: u64, path_addr: u64, flags: u64, mode: u
                 }
             },
             Kind::Other => match entry.source {
-                Source::Synth(Synth::Null) => FileKind::Null,
-                Source::Synth(Synth::Zero) => FileKind::Zero,
-                Source::Synth(Synth::Random) => FileKind::Random,
+                Source::Synth(dev @ (Synth::Null | Synth::Zero | Synth::Random)) => FileKind::Device(dev),
                 _ => return fail(EACCES),
             },
         },
@@ -245,6 +243,21 @@ pub(super) fn creat(emu: &mut Emulator, [path, mode, ..]: [u64; 6]) -> SysResult
     open_path(emu, AT_FDCWD, path, O_CREAT | 1 | O_TRUNC, mode)
 }
 
+/// The status of a pipe (the guest's standard streams are pipes too) with inode `ino`.
+fn fifo_stat(ino: u64) -> Stat {
+    Stat {
+        dev: 0x0e,
+        ino,
+        mode: S_IFIFO | 0o600,
+        nlink: 1,
+        uid: UID,
+        gid: GID,
+        blksize: 4096,
+        mtime_ns: crate::process::REALTIME_EPOCH_NS,
+        ..Stat::default()
+    }
+}
+
 /// The status of what descriptor `fd` is open on.
 fn fd_stat(emu: &Emulator, fd: u64) -> Result<Stat, SysError> {
     let file = super::io::file(emu, fd)?;
@@ -252,36 +265,14 @@ fn fd_stat(emu: &Emulator, fd: u64) -> Result<Stat, SysError> {
     let synth = |s: Synth| s.stat(&emu.fs.exe);
     Ok(match &f.kind {
         // Pipes: no terminal, so stdio buffers fully whatever the host has.
-        FileKind::Stdin | FileKind::Stdout | FileKind::Stderr => Stat {
-            dev: 0x0e,
-            ino: fd + 1,
-            mode: S_IFIFO | 0o600,
-            nlink: 1,
-            uid: UID,
-            gid: GID,
-            blksize: 4096,
-            mtime_ns: crate::process::REALTIME_EPOCH_NS,
-            ..Stat::default()
-        },
+        FileKind::Stdin | FileKind::Stdout | FileKind::Stderr => fifo_stat(fd + 1),
         FileKind::Overlay(o) => {
             let o = o.borrow();
             crate::fs::overlay_stat(o.meta, crate::fs::S_IFREG, o.data.len() as u64, 1)
         }
         FileKind::Host(_, st) | FileKind::Generated(_, st) | FileKind::Dir(st) => *st,
-        FileKind::Null => synth(Synth::Null),
-        FileKind::Zero => synth(Synth::Zero),
-        FileKind::Random => synth(Synth::Random),
-        FileKind::Pipe(end) => Stat {
-            dev: 0x0e,
-            ino: end.pipe.borrow().ino,
-            mode: S_IFIFO | 0o600,
-            nlink: 1,
-            uid: UID,
-            gid: GID,
-            blksize: 4096,
-            mtime_ns: crate::process::REALTIME_EPOCH_NS,
-            ..Stat::default()
-        },
+        FileKind::Device(dev) => synth(*dev),
+        FileKind::Pipe(end) => fifo_stat(end.pipe.borrow().ino),
     })
 }
 
@@ -764,11 +755,6 @@ pub(super) fn program(emu: &mut Emulator, dirfd: u64, path: &[u8]) -> Result<(Ve
     Ok((r.path, data))
 }
 
-/// `UTIME_NOW` in a `struct timespec`'s nanoseconds: the current time.
-const UTIME_NOW: u64 = (1 << 30) - 1;
-/// `UTIME_OMIT`: leave this time alone.
-const UTIME_OMIT: u64 = (1 << 30) - 2;
-
 pub(super) fn utimensat(emu: &mut Emulator, [dirfd, path, times, flags, ..]: [u64; 6]) -> SysResult {
     let nofollow = flags & AT_SYMLINK_NOFOLLOW != 0;
     // A null path is the file open at `dirfd` (`futimens`).
@@ -787,8 +773,8 @@ pub(super) fn utimensat(emu: &mut Emulator, [dirfd, path, times, flags, ..]: [u6
     } else {
         let sec = emu.read_uint(times + 16, 8)?;
         match emu.read_uint(times + 24, 8)? {
-            UTIME_OMIT => None,
-            UTIME_NOW => Some(super::time::wall_now_ns(emu)),
+            super::abi::UTIME_OMIT => None,
+            super::abi::UTIME_NOW => Some(super::time::wall_now_ns(emu)),
             ns if ns < 1_000_000_000 => Some(sec.saturating_mul(1_000_000_000).saturating_add(ns)),
             _ => return fail(EINVAL),
         }

@@ -9,7 +9,7 @@ use super::abi::{
 use super::errno::{EAGAIN, EBADF, EINVAL, EISDIR, ENOTTY, EPIPE, ESPIPE};
 use super::outcome::{fail, ok, SysError, SysResult};
 use crate::emulator::Emulator;
-use crate::fs::{Desc, FileKind, OpenFile, PipeRead, PipeWrite};
+use crate::fs::{Desc, FileKind, OpenFile, PipeRead, PipeWrite, Synth};
 use crate::memory::AccessKind;
 use kmodel::memory::Access;
 use std::cell::RefCell;
@@ -53,7 +53,7 @@ fn input(emu: &mut Emulator, file: &Rc<RefCell<OpenFile>>, max: u64, at: Option<
             return match end.pipe.borrow_mut().read(max) {
                 PipeRead::Data(data) => Ok(data),
                 PipeRead::Empty if nonblock => Err(SysError::Errno(EAGAIN)),
-                PipeRead::Empty => Err(SysError::Block),
+                PipeRead::Empty => Err(SysError::Block(None)),
             };
         }
         FileKind::Stdin if at.is_some() => return Err(SysError::Errno(ESPIPE)),
@@ -62,13 +62,14 @@ fn input(emu: &mut Emulator, file: &Rc<RefCell<OpenFile>>, max: u64, at: Option<
         FileKind::Dir(_) => return Err(SysError::Errno(EISDIR)),
         FileKind::Overlay(o) => slice(&o.borrow().data, pos),
         FileKind::Host(data, _) | FileKind::Generated(data, _) => slice(data, pos),
-        FileKind::Null => Vec::new(),
-        FileKind::Zero => vec![0; max],
-        FileKind::Random => {
+        FileKind::Device(Synth::Zero) => vec![0; max],
+        FileKind::Device(Synth::Random) => {
             let mut bytes = vec![0; max];
             emu.rng.fill(&mut bytes);
             bytes
         }
+        // /dev/null
+        FileKind::Device(_) => Vec::new(),
     };
     if at.is_none() {
         f.pos = pos + out.len() as u64;
@@ -90,7 +91,7 @@ fn output(emu: &mut Emulator, file: &Rc<RefCell<OpenFile>>, data: &[u8], at: Opt
             return match result {
                 PipeWrite::Wrote(n) => Ok(n),
                 PipeWrite::Full if nonblock => Err(SysError::Errno(EAGAIN)),
-                PipeWrite::Full => Err(SysError::Block),
+                PipeWrite::Full => Err(SysError::Block(None)),
                 PipeWrite::Broken => {
                     let pid = emu.pid;
                     emu.post_signal(pid, crate::signal::SIGPIPE, crate::sigframe::si_code::SI_USER);
@@ -119,12 +120,18 @@ fn output(emu: &mut Emulator, file: &Rc<RefCell<OpenFile>>, data: &[u8], at: Opt
                 f.pos = end;
             }
         }
-        FileKind::Null | FileKind::Zero | FileKind::Random => {}
+        FileKind::Device(_) => {}
         FileKind::Stdin | FileKind::Host(..) | FileKind::Generated(..) | FileKind::Dir(_) => {
             return Err(SysError::Errno(EBADF))
         }
     }
     Ok(data.len())
+}
+
+/// `err` only says "nothing more now" (an empty or full pipe): after a
+/// partial transfer the call returns what it moved instead.
+fn would_block(err: &SysError) -> bool {
+    matches!(err, SysError::Block(_) | SysError::Errno(EAGAIN))
 }
 
 /// Copies `count` bytes at `buf` out to `file`, in chunks so that a huge
@@ -143,7 +150,7 @@ fn copy_out(
         let chunk = emu.read_vec(buf + done, (count - done).min(READ_CHUNK))?;
         let n = match output(emu, file, &chunk, at.map(|at| at + done)) {
             Ok(n) => n as u64,
-            Err(SysError::Block | SysError::Errno(EAGAIN)) if done > 0 => return Ok(done),
+            Err(err) if done > 0 && would_block(&err) => return Ok(done),
             Err(err) => return Err(err),
         };
         done += n;
@@ -224,7 +231,7 @@ fn writev_at(emu: &mut Emulator, fd: u64, iov: u64, count: u64, at: Option<u64>)
         let len = len.min(left);
         let wrote = match copy_out(emu, &file, base, len, at.map(|at| at + done)) {
             Ok(n) => n,
-            Err(SysError::Block | SysError::Errno(EAGAIN)) if done > 0 => return ok(done),
+            Err(err) if done > 0 && would_block(&err) => return ok(done),
             Err(err) => return Err(err),
         };
         left -= wrote;
@@ -246,7 +253,7 @@ fn readv_at(emu: &mut Emulator, fd: u64, iov: u64, count: u64, at: Option<u64>) 
         emu.pages().check(base, len.min(READ_CHUNK), AccessKind::Write, Access::Faultable)?;
         let data = match input(emu, &file, len, at.map(|at| at + total)) {
             Ok(data) => data,
-            Err(SysError::Block | SysError::Errno(EAGAIN)) if total > 0 => break,
+            Err(err) if total > 0 && would_block(&err) => break,
             Err(err) => return Err(err),
         };
         emu.write(base, &data)?;
@@ -290,7 +297,7 @@ pub(super) fn lseek(emu: &mut Emulator, [fd, offset, whence, ..]: [u64; 6]) -> S
         FileKind::Stdin | FileKind::Stdout | FileKind::Stderr | FileKind::Pipe(_) => return fail(ESPIPE),
         FileKind::Overlay(o) => o.borrow().data.len() as u64,
         FileKind::Host(data, _) | FileKind::Generated(data, _) => data.len() as u64,
-        FileKind::Dir(_) | FileKind::Null | FileKind::Zero | FileKind::Random => 0,
+        FileKind::Dir(_) | FileKind::Device(_) => 0,
     };
     let base = match whence {
         SEEK_SET => 0,

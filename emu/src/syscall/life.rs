@@ -3,6 +3,11 @@
 //! The process table and the scheduler are `sched.rs`; copying a process
 //! is `fork.rs`.
 
+use super::abi::{
+    __WALL, __WCLONE, __WNOTHREAD, CLONE_CHILD_CLEARTID, CLONE_CHILD_SETTID, CLONE_FS, CLONE_PARENT_SETTID,
+    CLONE_SETTLS, CLONE_SIGHAND, CLONE_SYSVSEM, CLONE_THREAD, CLONE_VFORK, CLONE_VM, CSIGNAL, P_ALL, P_PGID, P_PID,
+    WCONTINUED, WEXITED, WNOHANG, WNOWAIT, WUNTRACED,
+};
 use super::errno::{E2BIG, ECHILD, EFAULT, EINVAL, ELOOP, ENOEXEC, ENOMEM, ENOSYS};
 use super::outcome::{block, fail, ok, Outcome, SysError, SysResult};
 use crate::bytes;
@@ -11,18 +16,6 @@ use crate::emulator::{Emulator, Exit};
 use crate::process::{SigAction, SIG_IGN};
 use crate::procs::{Life, Pid, ProcessEvent};
 
-const CLONE_VM: u64 = 0x100;
-const CLONE_FS: u64 = 0x200;
-const CLONE_SIGHAND: u64 = 0x800;
-const CLONE_VFORK: u64 = 0x4000;
-const CLONE_THREAD: u64 = 0x10000;
-const CLONE_SYSVSEM: u64 = 0x40000;
-const CLONE_SETTLS: u64 = 0x80000;
-const CLONE_PARENT_SETTID: u64 = 0x0010_0000;
-const CLONE_CHILD_CLEARTID: u64 = 0x0020_0000;
-const CLONE_CHILD_SETTID: u64 = 0x0100_0000;
-/// The low byte: the signal the parent gets when the child ends.
-const CSIGNAL: u64 = 0xff;
 /// What a child without `CLONE_THREAD` can be asked for here. `CLONE_VM`
 /// comes only with `CLONE_VFORK` (glibc's `posix_spawn`): the child gets a
 /// copy, which is indistinguishable as long as it only execs or exits.
@@ -66,12 +59,12 @@ fn create(emu: &mut Emulator, flags: u64, newsp: u64, ptid: u64, ctid: u64, tls:
         return fail(ENOSYS);
     }
     if flags & !SUPPORTED != 0 {
-        emu.warn(format!("clone: flags {:#x} not supported", flags & !SUPPORTED));
+        let unsupported = super::args::spell(super::args::CLONE_FLAGS, flags & !SUPPORTED, emu.arch());
+        emu.warn(format!("clone: flags {unsupported} not supported"));
         return fail(EINVAL);
     }
-    let size = emu.pages().areas().map(|a| a.end - a.start).sum::<u64>();
-    if emu.memory_in_use().saturating_add(size) > emu.limits.memory {
-        emu.warn(format!("fork refused: guest memory would exceed its limit of {} bytes", emu.limits.memory));
+    emu.check_process_limit()?;
+    if !emu.may_expand(emu.pages().mapped(), "fork") {
         return fail(ENOMEM);
     }
     let mut child = emu.copy_for_fork()?;
@@ -83,7 +76,7 @@ fn create(emu: &mut Emulator, flags: u64, newsp: u64, ptid: u64, ctid: u64, tls:
     if flags & CLONE_SETTLS != 0 {
         emu.machine.set_tls(&mut child.uc, tls).map_err(&err)?;
     }
-    let pid = emu.add_process(child, (flags & CSIGNAL) as u32)?;
+    let pid = emu.add_process(child, (flags & CSIGNAL) as u32);
     if flags & CLONE_CHILD_SETTID != 0 {
         put_tid(emu, pid, ctid)?;
     }
@@ -215,10 +208,6 @@ fn exec(emu: &mut Emulator, dirfd: u64, path: u64, argv: u64, envp: u64) -> SysR
     Ok(Outcome::Resume)
 }
 
-const WNOHANG: u64 = 1;
-const WEXITED: u64 = 4;
-const WNOWAIT: u64 = 0x0100_0000;
-
 /// Which children a wait is for.
 #[derive(Debug, Clone, Copy)]
 enum Which {
@@ -269,7 +258,7 @@ pub(super) fn wait4(emu: &mut Emulator, [pid, status, options, rusage, ..]: [u64
         p if p < 0 => Which::Group(p.unsigned_abs() as Pid),
         p => Which::Pid(p as Pid),
     };
-    if options & !(WNOHANG | 2 | 8 | 0x2000_0000 | 0x4000_0000 | 0x8000_0000) != 0 {
+    if options & !(WNOHANG | WUNTRACED | WCONTINUED | __WNOTHREAD | __WALL | __WCLONE) != 0 {
         return fail(EINVAL);
     }
     let (count, ended) = children(emu, which);
@@ -291,10 +280,10 @@ pub(super) fn wait4(emu: &mut Emulator, [pid, status, options, rusage, ..]: [u64
 
 pub(super) fn waitid(emu: &mut Emulator, [idtype, id, infop, options, rusage, ..]: [u64; 6]) -> SysResult {
     let which = match idtype {
-        0 => Which::Any,
-        1 if id > 0 => Which::Pid(id as Pid),
-        2 if id == 0 => Which::Group(emu.cur().pgid),
-        2 => Which::Group(id as Pid),
+        P_ALL => Which::Any,
+        P_PID if id > 0 => Which::Pid(id as Pid),
+        P_PGID if id == 0 => Which::Group(emu.cur().pgid),
+        P_PGID => Which::Group(id as Pid),
         _ => return fail(EINVAL),
     };
     if options & WEXITED == 0 {

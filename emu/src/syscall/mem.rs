@@ -21,7 +21,7 @@ pub(super) fn brk(emu: &mut Emulator, [addr, ..]: [u64; 6]) -> SysResult {
     }
     let (Some(old_end), Some(new_end)) = (page_up(emu.brk), page_up(addr)) else { return ok(emu.brk) };
     if new_end > old_end {
-        if new_end > MMAP_TOP || !emu.pages().is_free(old_end, new_end) {
+        if new_end > MMAP_TOP || !emu.pages().is_free(old_end, new_end) || !emu.may_expand(new_end - old_end, "brk") {
             return ok(emu.brk);
         }
         if old_end == emu.brk_start {
@@ -57,6 +57,10 @@ pub(super) fn mmap(emu: &mut Emulator, [addr, len, prot, flags, fd, _offset]: [u
             None => return fail(ENOMEM),
         }
     };
+    // A MAP_FIXED over mapped pages counts in full: the bound is approximate there.
+    if !emu.may_expand(len, "mmap") {
+        return fail(ENOMEM);
+    }
     let perms = Perms::from_prot(prot);
     emu.map(Area { start, end: start + len, perms, kind: AreaKind::Anonymous })?;
     ok(start)
@@ -95,6 +99,9 @@ pub(super) fn mremap(emu: &mut Emulator, [old, old_len, new_len, flags, ..]: [u6
     if new_len <= old_len {
         emu.unmap(old + new_len, old_end)?;
         return ok(old);
+    }
+    if !emu.may_expand(new_len - old_len, "mremap") {
+        return fail(ENOMEM);
     }
     let grown_end = old.checked_add(new_len).filter(|&end| end <= MMAP_TOP);
     if let Some(end) = grown_end.filter(|&end| emu.pages().is_free(old_end, end)) {

@@ -29,7 +29,7 @@ mod time;
 use crate::arch::Arch;
 use crate::emulator::{Emulator, Event, Exit};
 use crate::error::Error;
-use crate::memory::{AccessKind, MemFault, PAGE_SIZE};
+use crate::memory::{AccessKind, MemFault};
 use args::Ret::{Addr, NoReturn, Num, Restored};
 use args::*;
 use kmodel::memory::Access;
@@ -51,8 +51,7 @@ pub(crate) struct Def {
     args: &'static [Arg],
 }
 
-/// "No such call on this architecture."
-const NO: u16 = u16::MAX;
+use names::NO;
 
 const fn def(name: &'static str, nr: [u16; 3], handler: Handler, ret: Ret, args: &'static [Arg]) -> Def {
     Def { name, nr, handler, ret, args }
@@ -103,7 +102,7 @@ static TABLE: &[Def] = &[
     def("vfork",             [58, NO, 190],   life::vfork,                Num,      &[]),
     def("execve",            [59, 221, 11],   life::execve,               Num,      &[PATH, PTR, PTR]),
     def("exit",              [60, 93, 1],     process::exit,              NoReturn, &[INT]),
-    def("wait4",             [61, 260, 114],  life::wait4,                Num,      &[PID_T, PTR, INT, PTR]),
+    def("wait4",             [61, 260, 114],  life::wait4,                Num,      &[PID_T, PTR, WAIT_OPTIONS, PTR]),
     def("kill",              [62, 129, 37],   signals::kill,              Num,      &[PID_T, SIG]),
     def("uname",             [63, 160, 122],  process::uname,             Num,      &[PTR]),
     def("fcntl",             [72, 25, 55],    io::fcntl,                  Num,      &[FD, FCNTL_CMD, ULONG]),
@@ -147,7 +146,7 @@ static TABLE: &[Def] = &[
     def("clock_nanosleep",   [230, 115, 262], time::clock_nanosleep,      Num,      &[CLOCK, TIMER_FLAGS, PTR, PTR]),
     def("exit_group",        [231, 94, 248],  process::exit,              NoReturn, &[INT]),
     def("tgkill",            [234, 131, 241], signals::tgkill,            Num,      &[PID_T, PID_T, SIG]),
-    def("waitid",            [247, 95, 281],  life::waitid,               Num,      &[INT, PID_T, PTR, INT, PTR]),
+    def("waitid",            [247, 95, 281],  life::waitid,               Num,      &[IDTYPE, PID_T, PTR, WAIT_OPTIONS, PTR]),
     def("openat",            [257, 56, 288],  fs::openat,                 Num,      &[DIRFD, PATH, OPEN_FLAGS, MODE]),
     def("mkdirat",           [258, 34, 289],  fs::mkdirat,                Num,      &[DIRFD, PATH, MODE]),
     def("newfstatat",        [262, 79, 293],  fs::newfstatat,             Num,      &[DIRFD, PATH, PTR, AT_FLAGS]),
@@ -177,13 +176,11 @@ static TABLE: &[Def] = &[
 
 /// Syscall number → table row, for `arch`.
 pub(crate) fn number_map(arch: Arch) -> Vec<Option<u16>> {
-    let column = crate::arch::index(arch);
-    let numbers = || TABLE.iter().map(|def| def.nr[column]).filter(|&nr| nr != NO);
-    let len = numbers().max().map_or(0, |max| usize::from(max) + 1);
+    let len = TABLE.iter().filter_map(|def| names::on(def.nr, arch)).max().map_or(0, |max| max as usize + 1);
     let mut map = vec![None; len];
     for (row, def) in TABLE.iter().enumerate() {
-        if let Some(slot) = map.get_mut(usize::from(def.nr[column])) {
-            *slot = Some(row as u16);
+        if let Some(nr) = names::on(def.nr, arch) {
+            map[nr as usize] = Some(row as u16);
         }
     }
     map
@@ -191,16 +188,12 @@ pub(crate) fn number_map(arch: Arch) -> Vec<Option<u16>> {
 
 /// The name of syscall `nr` on `arch`, if the emulator knows it.
 pub fn name(arch: Arch, nr: u64) -> Option<&'static str> {
-    TABLE
-        .iter()
-        .find(|def| u64::from(def.nr[crate::arch::index(arch)]) == nr && def.nr[crate::arch::index(arch)] != NO)
-        .map(|def| def.name)
+    TABLE.iter().find(|def| names::on(def.nr, arch) == Some(nr)).map(|def| def.name)
 }
 
 /// The number of the syscall called `name` on `arch`, if the emulator implements it there.
 pub fn number(arch: crate::arch::Arch, name: &str) -> Option<u64> {
-    let column = crate::arch::index(arch);
-    TABLE.iter().find(|def| def.name == name && def.nr[column] != NO).map(|def| u64::from(def.nr[column]))
+    TABLE.iter().find(|def| def.name == name).and_then(|def| names::on(def.nr, arch))
 }
 
 /// How an unknown call's arguments are shown: all six registers.
@@ -245,11 +238,6 @@ pub(crate) fn dispatch(emu: &mut Emulator, nr: u64) -> Result<SyscallRecord, Err
             }
         },
     };
-    // A handler that raised `SysError::Block` blocks like one that returned it.
-    let outcome = match outcome {
-        Err(SysError::Block) => Ok(Outcome::Block(None)),
-        other => other,
-    };
     let ret = match outcome {
         Ok(Outcome::Return(value)) => {
             emu.set_reg(conv.ret, value)?;
@@ -260,7 +248,7 @@ pub(crate) fn dispatch(emu: &mut Emulator, nr: u64) -> Result<SyscallRecord, Err
             i64::from(code)
         }
         Ok(Outcome::Resume) => emu.reg(conv.ret)? as i64,
-        Ok(Outcome::Block(deadline)) => {
+        Err(SysError::Block(deadline)) => {
             // Nothing is written: the call runs again when it may complete.
             emu.blocked = Some(outcome::Blocked { nr, name, deadline });
             return Ok(SyscallRecord { icount, arch: emu.arch(), nr, name, args, ret: 0, types, returns, strings });
@@ -270,7 +258,6 @@ pub(crate) fn dispatch(emu: &mut Emulator, nr: u64) -> Result<SyscallRecord, Err
             -e
         }
         Err(SysError::Host(err)) => return Err(err),
-        Err(SysError::Block) => unreachable!("turned into Outcome::Block above"),
     };
     let arch = emu.arch();
     let record = SyscallRecord { icount, arch, nr, name, args, ret, types, returns, strings };
@@ -298,22 +285,14 @@ fn fetch(emu: &mut Emulator, def: &Def, regs: [u64; 6]) -> Result<[u64; 6], MemF
 /// is mapped readable, resident or not, without faulting anything in, so
 /// tracing never changes what the kernel model sees. `None` if unreadable.
 fn peek_string(emu: &Emulator, addr: u64) -> Option<Captured> {
-    let mut bytes = Vec::new();
-    let mut at = addr;
-    while bytes.len() < CAPTURE_MAX {
-        // Page by page, so an unmapped page after the NUL is never touched.
-        let len = (PAGE_SIZE - at % PAGE_SIZE).min((CAPTURE_MAX - bytes.len()) as u64);
+    let peek = |at: u64, len: u64| {
         emu.pages().check(at, len, AccessKind::Read, Access::Faultable).ok()?;
         let mut chunk = vec![0u8; len as usize];
         emu.uc.mem_read(at, &mut chunk).ok()?;
-        if let Some(nul) = chunk.iter().position(|&b| b == 0) {
-            bytes.extend_from_slice(&chunk[..nul]);
-            return Some(Captured { bytes, cut: false });
-        }
-        bytes.extend_from_slice(&chunk);
-        at = at.checked_add(len)?;
-    }
-    Some(Captured { bytes, cut: true })
+        Some(chunk)
+    };
+    let (bytes, found) = crate::emulator::scan_cstr(addr, CAPTURE_MAX, |at, len| peek(at, len).ok_or(())).ok()?;
+    Some(Captured { bytes, cut: !found })
 }
 
 #[cfg(test)]
@@ -323,10 +302,9 @@ mod tests {
     #[test]
     fn no_implemented_call_is_listed_as_unimplemented() {
         for arch in Arch::ALL {
-            for (unimplemented, nrs) in names::UNIMPLEMENTED {
-                let nr = nrs[crate::arch::index(arch)];
-                if nr != NO {
-                    assert_eq!(name(arch, u64::from(nr)), None, "{arch}: {unimplemented} is implemented");
+            for &(unimplemented, nrs) in names::UNIMPLEMENTED {
+                if let Some(nr) = names::on(nrs, arch) {
+                    assert_eq!(name(arch, nr), None, "{arch}: {unimplemented} is implemented");
                 }
             }
         }
@@ -337,8 +315,7 @@ mod tests {
         for arch in Arch::ALL {
             let mut seen = std::collections::BTreeMap::new();
             for def in TABLE {
-                let nr = def.nr[crate::arch::index(arch)];
-                if nr != NO {
+                if let Some(nr) = names::on(def.nr, arch) {
                     assert!(seen.insert(nr, def.name).is_none(), "{arch}: {nr} used twice ({})", def.name);
                 }
             }

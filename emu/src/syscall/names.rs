@@ -1,12 +1,19 @@
 //! Names of system calls the emulator knows of but does not implement, so
-//! an unknown call is reported by name (`pipe2 (293)`), not as a bare number.
+//! an unknown call is reported by name (`socket (41)`), not as a bare number.
 //! Numbers from the kernel's tables: `arch/x86/entry/syscalls/syscall_64.tbl`,
 //! `include/uapi/asm-generic/unistd.h` (AArch64), `arch/s390/kernel/syscalls/syscall.tbl`.
 
 use crate::arch::Arch;
 
 /// "Not on this architecture."
-const NO: u16 = u16::MAX;
+pub(crate) const NO: u16 = u16::MAX;
+
+/// A call's number on `arch` from its row of numbers (x86-64, AArch64,
+/// s390x); `None` where the call does not exist there.
+pub(crate) fn on(nrs: [u16; 3], arch: Arch) -> Option<u64> {
+    let nr = nrs[crate::arch::index(arch)];
+    (nr != NO).then_some(u64::from(nr))
+}
 
 /// Name, numbers on x86-64, AArch64, s390x.
 #[rustfmt::skip]
@@ -84,8 +91,7 @@ pub(super) static UNIMPLEMENTED: &[(&str, [u16; 3])] = &[
 
 /// The name of unimplemented call `nr` on `arch`, if it is a known one.
 pub(crate) fn unimplemented(arch: Arch, nr: u64) -> Option<&'static str> {
-    let column = crate::arch::index(arch);
-    UNIMPLEMENTED.iter().find(|(_, nrs)| nrs[column] != NO && u64::from(nrs[column]) == nr).map(|(name, _)| *name)
+    UNIMPLEMENTED.iter().find(|&&(_, nrs)| on(nrs, arch) == Some(nr)).map(|(name, _)| *name)
 }
 
 #[cfg(test)]

@@ -13,9 +13,6 @@ pub(crate) enum Outcome {
     Exit(i32),
     /// Registers were replaced wholesale (`rt_sigreturn`, `execve`); leave them.
     Resume,
-    /// The call cannot complete yet: the process sleeps until it may, or
-    /// until this virtual time (ns since the start), then the call runs again.
-    Block(Option<u64>),
 }
 
 /// Why a handler failed.
@@ -24,9 +21,11 @@ pub(crate) enum SysError {
     Errno(i64),
     /// The emulator itself failed.
     Host(Error),
-    /// The call cannot complete yet and has no timeout ([`Outcome::Block`]
-    /// with none), raised where `?` is handier than returning it.
-    Block,
+    /// The call cannot complete yet: the process sleeps until it may, or
+    /// until this virtual time (ns since the start), and the call runs
+    /// again. An error so that `?` carries it out of helpers; nothing has
+    /// been done, so there is nothing to undo.
+    Block(Option<u64>),
 }
 
 impl From<MemFault> for SysError {
@@ -48,9 +47,9 @@ pub(crate) fn fail(errno: i64) -> SysResult {
     Err(SysError::Errno(errno))
 }
 
-/// Shorthand for a handler that must wait (see [`Outcome::Block`]).
+/// Shorthand for a handler that must wait (see [`SysError::Block`]).
 pub(crate) fn block(deadline: Option<u64>) -> SysResult {
-    Ok(Outcome::Block(deadline))
+    Err(SysError::Block(deadline))
 }
 
 /// Shorthand for a successful handler.

@@ -4,20 +4,12 @@
 //! regular files are on Linux. A call with nothing ready sleeps until a
 //! descriptor may have become ready or its timeout passes.
 
+use super::abi::{POLLERR, POLLHUP, POLLIN, POLLNVAL, POLLOUT, POLLPRI, POLLRDBAND, POLLRDNORM, POLLWRNORM};
 use super::errno::EINVAL;
-use super::outcome::{block, fail, ok, SysResult};
+use super::outcome::{block, fail, ok, SysError, SysResult};
 use crate::emulator::Emulator;
 use crate::fs::FileKind;
 
-const POLLIN: u64 = 0x1;
-const POLLPRI: u64 = 0x2;
-const POLLOUT: u64 = 0x4;
-const POLLERR: u64 = 0x8;
-const POLLHUP: u64 = 0x10;
-const POLLNVAL: u64 = 0x20;
-const POLLRDNORM: u64 = 0x40;
-const POLLRDBAND: u64 = 0x80;
-const POLLWRNORM: u64 = 0x100;
 /// What `select`'s read set waits for.
 const SELECT_IN: u64 = POLLIN | POLLRDNORM | POLLRDBAND | POLLHUP | POLLERR;
 /// What `select`'s write set waits for.
@@ -95,18 +87,14 @@ pub(super) fn ppoll(emu: &mut Emulator, [fds, nfds, tsp, ..]: [u64; 6]) -> SysRe
     poll_common(emu, fds, nfds, timeout_ns)
 }
 
-/// A `struct timespec` (`unit` 1) or `struct timeval` (`unit` 1000) at
-/// `addr` in nanoseconds; `None` for a null pointer (no timeout).
-fn timeout(emu: &mut Emulator, addr: u64, unit: u64) -> Result<Option<u64>, super::outcome::SysError> {
+/// The timeout at `addr`, a `struct timespec` (`unit` 1) or `struct
+/// timeval` (`unit` 1000), in nanoseconds; `None` for a null pointer (wait
+/// forever); `EINVAL` if it is not a valid duration.
+fn timeout(emu: &mut Emulator, addr: u64, unit: u64) -> Result<Option<u64>, SysError> {
     if addr == 0 {
         return Ok(None);
     }
-    let sec = emu.read_uint(addr, 8)? as i64;
-    let frac = emu.read_uint(addr + 8, 8)? as i64;
-    if sec < 0 || frac < 0 || frac as u64 >= 1_000_000_000 / unit {
-        return Err(super::outcome::SysError::Errno(EINVAL));
-    }
-    Ok(Some((sec as u64).saturating_mul(1_000_000_000).saturating_add(frac as u64 * unit)))
+    Ok(Some(super::time::read_duration(emu, addr, unit)?.ok_or(SysError::Errno(EINVAL))?))
 }
 
 fn select_common(emu: &mut Emulator, nfds: u64, sets: [u64; 3], timeout_ns: Option<u64>) -> SysResult {

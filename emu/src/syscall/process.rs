@@ -99,7 +99,7 @@ pub(super) fn getrlimit(emu: &mut Emulator, [resource, addr, ..]: [u64; 6]) -> S
 }
 
 pub(super) fn prlimit64(emu: &mut Emulator, [pid, resource, new, old, ..]: [u64; 6]) -> SysResult {
-    if !is_process(emu, pid) {
+    if target(emu, pid).is_none() {
         return fail(ESRCH);
     }
     if resource >= RLIM_NLIMITS {
@@ -156,7 +156,7 @@ pub(super) fn futex(emu: &mut Emulator, [uaddr, op, val, ..]: [u64; 6]) -> SysRe
 }
 
 pub(super) fn sched_getaffinity(emu: &mut Emulator, [pid, len, mask, ..]: [u64; 6]) -> SysResult {
-    if !is_process(emu, pid) {
+    if target(emu, pid).is_none() {
         return fail(ESRCH);
     }
     if len < 8 || len % 8 != 0 {
@@ -188,16 +188,11 @@ pub(super) fn sysinfo(emu: &mut Emulator, [info, ..]: [u64; 6]) -> SysResult {
     ok(0)
 }
 
-/// `pid` is 0 (the caller) or a live process.
-fn is_process(emu: &Emulator, pid: u64) -> bool {
-    pid == 0 || Pid::try_from(pid).is_ok_and(|p| emu.pids().contains(&p))
-}
-
 /// The process `pid` names (0: the caller), if it exists.
 fn target(emu: &Emulator, pid: u64) -> Option<Pid> {
     match pid {
         0 => Some(emu.pid),
-        p => Pid::try_from(p).ok().filter(|p| emu.procs.contains_key(p)),
+        p => emu.known_pid(p),
     }
 }
 

@@ -85,11 +85,6 @@ fn send(emu: &mut Emulator, targets: &[Pid], sig: u64, code: i32) -> SysResult {
     ok(0)
 }
 
-/// Process `pid` if it exists (a zombie counts: the signal is then lost).
-fn existing(emu: &Emulator, pid: u64) -> Vec<Pid> {
-    Pid::try_from(pid).ok().filter(|p| emu.procs.contains_key(p)).into_iter().collect()
-}
-
 pub(super) fn kill(emu: &mut Emulator, [pid, sig, ..]: [u64; 6]) -> SysResult {
     // `pid_t` is narrowed: -1 is -1 however it was passed.
     let pid = pid as i64;
@@ -98,14 +93,15 @@ pub(super) fn kill(emu: &mut Emulator, [pid, sig, ..]: [u64; 6]) -> SysResult {
         -1 => emu.pids().into_iter().filter(|&p| p != emu.pid).collect(),
         0 => emu.group(emu.cur().pgid),
         p if p < 0 => emu.group(p.unsigned_abs() as Pid),
-        p => existing(emu, p as u64),
+        // A zombie counts: the signal is then lost.
+        p => emu.known_pid(p as u64).into_iter().collect(),
     };
     send(emu, &targets, sig, si_code::SI_USER)
 }
 
 pub(super) fn tkill(emu: &mut Emulator, [tid, sig, ..]: [u64; 6]) -> SysResult {
     // One thread per process: a thread ID is its process's ID.
-    let targets = existing(emu, tid);
+    let targets: Vec<Pid> = emu.known_pid(tid).into_iter().collect();
     send(emu, &targets, sig, si_code::SI_TKILL)
 }
 

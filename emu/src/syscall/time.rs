@@ -30,14 +30,21 @@ fn write_timespec(emu: &mut Emulator, addr: u64, ns: u64) -> Result<(), crate::m
     emu.write_uint(addr + 8, 8, ns % NS_PER_SEC)
 }
 
-/// Reads a `struct timespec`; `None` if it is not a valid duration.
-fn read_timespec(emu: &mut Emulator, addr: u64) -> Result<Option<u64>, crate::memory::MemFault> {
+/// Reads a `struct timespec` (`unit` 1: seconds and nanoseconds) or a
+/// `struct timeval` (`unit` 1000: microseconds) as nanoseconds; `None` if
+/// it is not a valid duration.
+pub(super) fn read_duration(emu: &mut Emulator, addr: u64, unit: u64) -> Result<Option<u64>, crate::memory::MemFault> {
     let sec = emu.read_uint(addr, 8)? as i64;
-    let nsec = emu.read_uint(addr + 8, 8)? as i64;
-    if sec < 0 || !(0..NS_PER_SEC as i64).contains(&nsec) {
+    let frac = emu.read_uint(addr + 8, 8)? as i64;
+    if sec < 0 || !(0..(NS_PER_SEC / unit) as i64).contains(&frac) {
         return Ok(None);
     }
-    Ok(Some((sec as u64).saturating_mul(NS_PER_SEC).saturating_add(nsec as u64)))
+    Ok(Some((sec as u64).saturating_mul(NS_PER_SEC).saturating_add(frac as u64 * unit)))
+}
+
+/// Reads a `struct timespec`; `None` if it is not a valid duration.
+fn read_timespec(emu: &mut Emulator, addr: u64) -> Result<Option<u64>, crate::memory::MemFault> {
+    read_duration(emu, addr, 1)
 }
 
 pub(super) fn clock_gettime(emu: &mut Emulator, [clock, ts, ..]: [u64; 6]) -> SysResult {

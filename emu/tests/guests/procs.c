@@ -1,7 +1,7 @@
 /* Processes: fork, wait, pipes, SIGPIPE, kill, SIGCHLD, sleeping children,
  * posix_spawn, fork+exec, vfork+exec of itself. Also the hostile modes the
- * limits must stop: "bomb" (a fork bomb), "spin" (never ends), "deadlock"
- * (reads a pipe only it could write). */
+ * limits must stop: "bomb" (a fork bomb), "hog" (allocates until refused),
+ * "spin" (never ends), "deadlock" (reads a pipe only it could write). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +17,7 @@ static void on_chld(int s) { (void)s; chld++; }
 int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "child")) { printf("exec'd child %s\n", argc > 2 ? argv[2] : "-"); return 7; }
   if (argc > 1 && !strcmp(argv[1], "bomb")) { for (;;) fork(); }
+  if (argc > 1 && !strcmp(argv[1], "hog")) { int n = 0; while (n < 1000 && malloc(16 << 20)) n++; printf("%d chunks\n", n); return 0; }
   if (argc > 1 && !strcmp(argv[1], "spin")) { for (;;) __asm__ volatile(""); }
   if (argc > 1 && !strcmp(argv[1], "deadlock")) { int d[2]; char c; pipe(d); return (int)read(d[0], &c, 1); }
   pid_t me = getpid();
