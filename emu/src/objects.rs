@@ -5,12 +5,12 @@
 //! is derived from its areas whenever it is asked for, so it always agrees
 //! with the mappings: each ELF file mapped at a given load bias is one
 //! [`Object`] (the program, its interpreter, every library, each `dlopen`).
-//! The bias comes from the area that maps the file part of its first
+//! The bias comes from the area that maps the first page of its first
 //! `PT_LOAD` (the kernel and `ld.so` both map that first; later `mprotect`s,
 //! gaps and `MAP_FIXED` segments do not move it): an area at `start` mapping
-//! file offset `o` gives `bias = start − the segment's page address − (o −
-//! its page offset)`, as `perf` reads `/proc/PID/maps`. The object is gone
-//! when that area is.
+//! exactly that segment's page offset gives `bias = start − the segment's
+//! page address`, as `perf` reads `/proc/PID/maps`. The object is gone when
+//! that area is.
 //!
 //! The emulator reports changes as [`Event::ObjectMapped`](crate::Event::ObjectMapped) and
 //! [`Event::ObjectUnmapped`](crate::Event::ObjectUnmapped), comparing the table before and after
@@ -162,14 +162,14 @@ impl ElfFacts {
     }
 
     /// The load bias of an area at `start` mapping file offset `offset`,
-    /// if that is the first `PT_LOAD`'s file part (the mapping that places
-    /// an object: the kernel and `ld.so` both map it first, and later
-    /// `mprotect`s and gaps never move it).
+    /// if that is where the first `PT_LOAD`'s file pages begin (the mapping
+    /// that places an object: the kernel and `ld.so` both map it first, and
+    /// later `mprotect`s and gaps never move it). The exact page offset
+    /// matters: a later segment may share the first one's last file page.
     fn bias_of(&self, start: u64, offset: u64) -> Option<u64> {
         let first = self.loads.iter().min_by_key(|s| s.offset)?;
-        let pages = page_down(first.offset)..first.offset + first.filesz.max(1);
-        (pages.contains(&offset) && first.vaddr % PAGE_SIZE == first.offset % PAGE_SIZE)
-            .then(|| start.wrapping_sub(page_down(first.vaddr)).wrapping_sub(offset - page_down(first.offset)))
+        (offset == page_down(first.offset) && first.vaddr % PAGE_SIZE == first.offset % PAGE_SIZE)
+            .then(|| start.wrapping_sub(page_down(first.vaddr)))
     }
 
     /// Lowest page and one past the highest byte of the segments, at link addresses.
@@ -282,11 +282,16 @@ pub fn objects(pages: &PageTable) -> Vec<Object> {
         let Some(bias) = backing.file.elf.as_ref().and_then(|elf| elf.bias_of(area.start, backing.offset)) else {
             continue;
         };
-        if !out.iter().any(|o| o.bias == bias && o.file == backing.file) {
-            out.push(Object { file: backing.file.clone(), bias });
+        let candidate = Object { file: backing.file.clone(), bias };
+        let (low, high) = candidate.span();
+        // Areas come by address, so a lower placement of the same file that
+        // overlaps this one came first: this area is a later segment of it
+        // whose page offset happens to be the first one's (a tiny file).
+        let inside = |o: &Object| o.file == candidate.file && o.span().0 < high && low < o.span().1;
+        if !out.iter().any(inside) {
+            out.push(candidate);
         }
     }
-    out.sort_by_key(|o| o.span().0);
     out
 }
 
