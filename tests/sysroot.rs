@@ -292,4 +292,12 @@ fn sysroot_errors() {
             assert!(stderr.contains(n), "{file:?}: {n:?} not in {stderr}");
         }
     }
+    // The output directory must not be where the objects come from.
+    let prefix = dir.join("prefix");
+    std::fs::create_dir_all(&prefix).unwrap();
+    let out =
+        run(unwindlab().arg("sysroot").arg(build.join("prog")).arg("--prefix").arg(&prefix).arg("-o").arg(&prefix));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is where the objects come from"));
+    assert_eq!(std::fs::read_dir(&prefix).unwrap().count(), 0, "nothing written");
 }

@@ -535,6 +535,9 @@ fn with_sframe(host: &Path) -> Result<(Vec<u8>, Outcome), String> {
         return Err("already has an SFrame V3 section the kernel accepts".into());
     }
     let generated = sfelf::generate_section(&input, &name, Version::V3, None).map_err(|e| e.to_string())?;
+    if generated.coverage.fdes == 0 {
+        return Err(format!("its {} has no FDEs", generated.coverage.cfi));
+    }
     if generated.coverage.functions == 0 {
         return Err(format!("none of its {} FDEs can be expressed in SFrame", generated.coverage.fdes));
     }
@@ -577,15 +580,30 @@ fn write(path: &Path, bytes: &[u8], permissions: std::fs::Permissions) -> Result
 /// reason, when there is nothing to generate from or it cannot be done),
 /// and writes an empty `etc/ld.so.cache` there.
 pub fn build(resolution: &Resolution, dir: &Path) -> Result<Sysroot, SysrootError> {
+    let paths: Vec<PathBuf> =
+        resolution.objects.iter().map(|o| dir.join(o.guest.strip_prefix("/").unwrap_or(&o.guest))).collect();
+    // Never write over what the root is made from (`-o /`, `-o PREFIX`).
+    let same =
+        |a: &Path, b: &Path| std::fs::canonicalize(a).is_ok_and(|a| std::fs::canonicalize(b).is_ok_and(|b| a == b));
+    let sources = resolution.lookup.prefix.iter().chain([&resolution.lookup.root]);
+    let clash = sources
+        .map(|s| (dir.to_path_buf(), s.as_path()))
+        .chain(paths.iter().zip(&resolution.objects).map(|(p, o)| (p.clone(), o.host.as_path())))
+        .find(|(ours, theirs)| same(ours, theirs));
+    if let Some((path, _)) = clash {
+        return Err(SysrootError::Io {
+            path,
+            source: std::io::Error::other("is where the objects come from: choose an output directory of its own"),
+        });
+    }
     let mut objects = Vec::new();
-    for object in &resolution.objects {
+    for (object, path) in resolution.objects.iter().zip(paths) {
         let data = read(&object.host)?;
         let id = parse(&object.host, &data).ok().and_then(|elf| build_id(&elf, &data));
         let (bytes, outcome) = match with_sframe(&object.host) {
             Ok(done) => done,
             Err(reason) => (data, Outcome::Unchanged { reason }),
         };
-        let path = dir.join(object.guest.strip_prefix("/").unwrap_or(&object.guest));
         let permissions = std::fs::metadata(&object.host)
             .map_err(|source| SysrootError::Io { path: object.host.clone(), source })?
             .permissions();
