@@ -17,8 +17,9 @@
 //! A guest path is looked up on the host the way `qemu-user -L PREFIX` and
 //! `unwindlab exec --prefix PREFIX` do: under the prefix first, then from
 //! `/` ([`Lookup`]). [`build`] puts every object at its guest path under the
-//! output directory (the program at its own absolute path, so `$ORIGIN`
-//! keeps its meaning), which makes that directory a prefix for both.
+//! output directory (the program at its own absolute path, or at its path
+//! in the prefix if it is there, so `$ORIGIN` keeps its meaning), which
+//! makes that directory a prefix for both.
 //! Generation and injection are the `sframe` crate's
 //! ([`sframe::elf::generate_section`], [`sframe::elf::inject`]); every
 //! injected section is checked with the kernel's acceptance rules.
@@ -261,7 +262,14 @@ pub fn resolve(program: &Path, extras: &[String], prefix: Option<&Path>) -> Resu
         });
     };
     let mut r = Resolver { arch, id, lookup, objects: Vec::new(), infos: Vec::new(), by_name: HashMap::new() };
-    r.add(Object { guest: normalize(program), host: program.into(), role: Role::Program, soname: None }, info);
+    // A program inside the prefix is where the guest sees it (`/usr/bin/sort`
+    // of an unpacked Debian root); any other at its own absolute path.
+    let inside = lookup.prefix.as_ref().and_then(|p| {
+        let rel = std::fs::canonicalize(program).ok()?.strip_prefix(std::fs::canonicalize(p).ok()?).ok()?.to_path_buf();
+        Some(Path::new("/").join(rel))
+    });
+    let guest = inside.unwrap_or_else(|| normalize(program));
+    r.add(Object { guest, host: program.into(), role: Role::Program, soname: None }, info);
     let interp_guest = normalize(Path::new(&interp));
     let host = lookup.host(&interp_guest).ok_or_else(|| SysrootError::NotFound {
         name: interp.clone(),
