@@ -301,3 +301,45 @@ fn sysroot_errors() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("is where the objects come from"));
     assert_eq!(std::fs::read_dir(&prefix).unwrap().count(), 0, "nothing written");
 }
+
+/// Corrupt programs (bytes flipped in the headers, the dynamic section and
+/// the CFI, or the file cut short) are refused or handled, never a panic:
+/// the resolver, then generation and injection for the program alone.
+#[test]
+fn sysroot_malformed_programs_do_not_panic() {
+    use lab::sysroot::{self, Resolution};
+    let dir = build(&Target { name: "malformed", ..X86_64 });
+    let original = std::fs::read(dir.join("build/prog")).unwrap();
+    let file = dir.join("build/mutant");
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let (mut resolved, mut built) = (0, 0);
+    for round in 0..300 {
+        let mut bytes = original.clone();
+        if round % 5 == 0 {
+            bytes.truncate(next() as usize % original.len());
+        } else {
+            for _ in 0..1 + next() % 4 {
+                let at = next() as usize % bytes.len().min(if round % 2 == 0 { 0x1000 } else { usize::MAX });
+                bytes[at] ^= 1 << (next() % 8);
+            }
+        }
+        std::fs::write(&file, &bytes).unwrap();
+        let resolution = std::panic::catch_unwind(|| sysroot::resolve(&file, &[], Some(Path::new(""))))
+            .unwrap_or_else(|_| panic!("round {round}: resolve panicked"));
+        let Ok(resolution) = resolution else { continue };
+        resolved += 1;
+        let alone = Resolution { objects: resolution.objects[..1].to_vec(), ..resolution };
+        let out = dir.join("mutant-root");
+        std::panic::catch_unwind(|| sysroot::build(&alone, &out).map(|_| ()))
+            .unwrap_or_else(|_| panic!("round {round}: build panicked"))
+            .unwrap();
+        built += 1;
+    }
+    assert!(resolved > 10 && built == resolved, "{resolved} resolved, {built} built");
+}
