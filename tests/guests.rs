@@ -72,6 +72,34 @@ fn committed_guests_are_what_the_recipe_builds() {
             path.display()
         );
     }
+    // The lab roots (next to OUT): every file, and nothing more.
+    let roots = out.parent().unwrap().join("root");
+    let files = |dir: &Path| {
+        let mut found = Vec::new();
+        let mut todo = vec![dir.to_path_buf()];
+        while let Some(d) = todo.pop() {
+            for entry in std::fs::read_dir(&d).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    todo.push(path);
+                } else {
+                    found.push(path.strip_prefix(dir).unwrap().to_path_buf());
+                }
+            }
+        }
+        found.sort();
+        found
+    };
+    let committed_roots = files(&guests().join("root"));
+    assert_eq!(committed_roots, files(&roots), "guests/root holds other files than the recipe builds");
+    assert_eq!(committed_roots.len(), 3 * 5, "per architecture: ld.so.cache, lab-dyn, ld.so, libc.so.6, the plugin");
+    for file in committed_roots {
+        assert!(
+            std::fs::read(roots.join(&file)).unwrap() == std::fs::read(guests().join("root").join(&file)).unwrap(),
+            "guests/root/{} differs from what guests/Makefile builds",
+            file.display()
+        );
+    }
 }
 
 #[test]
