@@ -1,7 +1,8 @@
 //! The committed guest binaries: the recipe reproduces them byte for byte
 //! (when the cross toolchains are installed), and every workload of every
 //! variant on every architecture prints under `unwindlab exec` exactly what
-//! it prints under Debian's qemu-user, with the same exit status.
+//! it prints under Debian's qemu-user, with the same exit status (the
+//! dynamic guest on Debian's libraries: the cross sysroots).
 
 mod common;
 
@@ -9,6 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 const MODES: [&str; 6] = ["recurse", "compute", "sleep", "exit", "sigexit", "signal"];
+/// The dynamic guest's modes: all of the above, lazy binding and the plugin.
+const DYNAMIC_MODES: [&str; 8] = ["recurse", "compute", "sleep", "exit", "sigexit", "signal", "lazy", "plugin"];
 
 fn guests() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("guests")
@@ -25,9 +28,10 @@ fn committed() -> Vec<(String, PathBuf)> {
     out
 }
 
-fn run(program: &str, args: &[&str]) -> Output {
+fn run(program: &str, args: &[&str], env: &[(&str, &Path)]) -> Output {
     let mut child = Command::new(program)
         .args(args)
+        .envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -55,7 +59,11 @@ fn committed_guests_are_what_the_recipe_builds() {
         .unwrap();
     assert!(status.success());
     let all = committed();
-    assert_eq!(all.len(), 17, "3 arches × (o2, fp, v3, fpv3) + gsframe on x86-64 and AArch64 + procs-v3 × 3");
+    assert_eq!(
+        all.len(),
+        23,
+        "3 arches × (o2, fp, v3, fpv3) + gsframe on x86-64 and AArch64 + (procs-v3, lab-dyn, the plugin) × 3"
+    );
     for (arch, path) in all {
         let rebuilt = out.join(&arch).join(path.file_name().unwrap());
         assert!(
@@ -76,17 +84,32 @@ fn every_guest_runs_under_exec_as_under_qemu() {
     for (arch, path) in committed() {
         let qemu = format!("qemu-{arch}");
         let p = path.to_str().unwrap();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
         // The multi-process guest: its fork mode (qemu-user cannot exec a
-        // foreign program, so exec and pipeline are tested elsewhere).
-        let procs = path.file_name().unwrap().to_string_lossy().starts_with("procs");
-        let modes: &[&str] = if procs { &["fork"] } else { &MODES };
+        // foreign program, so exec and pipeline are tested elsewhere). The
+        // dynamic one: every mode, and those only it has, on the Debian
+        // libraries (the cross sysroot, as `unwindlab exec` defaults to)
+        // with the plugin found through LD_LIBRARY_PATH.
+        let modes: &[&str] = match name.as_str() {
+            "libunwindlab-plugin.so" => continue,
+            "procs-v3" => &["fork"],
+            "lab-dyn" => &DYNAMIC_MODES,
+            _ => &MODES,
+        };
+        let dir = path.parent().unwrap();
+        let env = [("LD_LIBRARY_PATH", dir)];
+        let sysroot = PathBuf::from(format!("/usr/{arch}-linux-gnu"));
         for &mode in modes {
-            let ours = run(exe, &["exec", p, mode]);
-            let theirs = run(&qemu, &[p, mode]);
+            let ours = run(exe, &["exec", p, mode], &env);
+            let theirs = if arch == "x86_64" {
+                run(&qemu, &[p, mode], &env)
+            } else {
+                run(&qemu, &["-L", sysroot.to_str().unwrap(), p, mode], &env)
+            };
             assert_eq!(ours.status.code(), theirs.status.code(), "{p} {mode}");
             assert_eq!(String::from_utf8_lossy(&ours.stdout), String::from_utf8_lossy(&theirs.stdout), "{p} {mode}");
             compared += 1;
         }
     }
-    assert_eq!(compared, 84 + 3);
+    assert_eq!(compared, 84 + 3 + 3 * DYNAMIC_MODES.len());
 }

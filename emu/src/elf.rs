@@ -1,9 +1,12 @@
-//! Reading a static ELF executable into a loadable [`Image`].
+//! Reading an ELF executable (or the interpreter it names) into a loadable
+//! [`Image`].
 //!
-//! Static `ET_EXEC` programs load at their link addresses; static-PIE
-//! (`ET_DYN` without `PT_INTERP`) at the architecture's fixed PIE base. Every
-//! count and range from the file is checked before use, and every error names
-//! the file and the problem.
+//! `ET_EXEC` programs load at their link addresses; `ET_DYN` programs (PIE,
+//! static or with an interpreter) at the architecture's fixed PIE base, as
+//! Linux does without address-space randomisation; an interpreter where
+//! the caller places it (`binfmt_elf` maps it like `mmap` would). Every count
+//! and range from the file is checked before use, and every error names the
+//! file and the problem.
 
 use crate::arch::Arch;
 use crate::error::Error;
@@ -23,6 +26,17 @@ pub enum ElfKind {
     Exec,
     /// `ET_DYN` without an interpreter: relocates itself, loaded at a bias.
     StaticPie,
+    /// `ET_DYN` with an interpreter (`PT_INTERP`): a PIE the dynamic loader relocates.
+    Pie,
+}
+
+/// Where an `ET_DYN` image goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// A program: `ET_DYN` at the architecture's PIE base.
+    Program,
+    /// An interpreter: its lowest page at this address.
+    At(u64),
 }
 
 /// One `PT_LOAD` segment, at its load address.
@@ -74,6 +88,8 @@ pub struct Image {
     pub sframe: Option<Located>,
     /// End of the highest segment (where the `brk` heap starts, rounded up).
     pub end: u64,
+    /// The interpreter `PT_INTERP` names (the dynamic loader), if any.
+    pub interp: Option<Vec<u8>>,
 }
 
 impl Image {
@@ -87,8 +103,20 @@ impl Image {
             .reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)))
     }
 
-    /// Parses `bytes`, the contents of `file`.
+    /// Parses `bytes`, the contents of the program `file`.
     pub fn parse(file: &str, bytes: &[u8]) -> Result<Image, Error> {
+        Image::parse_at(file, bytes, Placement::Program)
+    }
+
+    /// The bytes between the lowest and the end of the highest `PT_LOAD`
+    /// page: what an interpreter needs free to be placed.
+    pub fn span(&self) -> u64 {
+        let low = self.segments.iter().map(|s| page_down(s.vaddr)).min().unwrap_or(0);
+        crate::memory::page_up(self.end).unwrap_or(u64::MAX) - low
+    }
+
+    /// Parses `bytes`, the contents of `file`, to be placed as `placement` says.
+    pub fn parse_at(file: &str, bytes: &[u8], placement: Placement) -> Result<Image, Error> {
         let bad = |problem: String| Error::BadElf { file: file.to_string(), problem };
         let elf = Elf::parse(bytes).map_err(|e| bad(format!("not a readable ELF file: {e}")))?;
         let header = &elf.header;
@@ -106,20 +134,37 @@ impl Image {
         if elf.little_endian != little {
             return Err(bad(format!("{arch} program in the wrong byte order")));
         }
+        let interp = match elf.program_headers.iter().find(|ph| ph.p_type == PT_INTERP) {
+            None => None,
+            Some(ph) => {
+                let name = usize::try_from(ph.p_offset)
+                    .ok()
+                    .and_then(|at| bytes.get(at..at.checked_add(usize::try_from(ph.p_filesz).ok()?)?))
+                    .ok_or_else(|| bad("PT_INTERP lies past the end of the file".into()))?;
+                let name = name.split(|&b| b == 0).next().unwrap_or_default();
+                if name.is_empty() || placement != Placement::Program {
+                    return Err(bad(if name.is_empty() {
+                        "PT_INTERP names no interpreter".into()
+                    } else {
+                        "the interpreter has an interpreter itself (PT_INTERP)".into()
+                    }));
+                }
+                Some(name.to_vec())
+            }
+        };
         let kind = match header.e_type {
             ET_EXEC => ElfKind::Exec,
+            ET_DYN if interp.is_some() => ElfKind::Pie,
             ET_DYN => ElfKind::StaticPie,
             other => return Err(bad(format!("not an executable (e_type {other})"))),
         };
-        if elf.program_headers.iter().any(|ph| ph.p_type == PT_INTERP) {
-            return Err(bad("dynamically linked (has PT_INTERP); only static programs can be run".into()));
-        }
 
         let loads: Vec<_> = elf.program_headers.iter().filter(|ph| ph.p_type == PT_LOAD).collect();
         let lowest = loads.iter().map(|ph| ph.p_vaddr).min().ok_or_else(|| bad("no PT_LOAD segment".into()))?;
-        let bias = match kind {
-            ElfKind::Exec => 0,
-            ElfKind::StaticPie => crate::arch::info(arch).pie_base.wrapping_sub(page_down(lowest)),
+        let bias = match (kind, placement) {
+            (ElfKind::Exec, _) => 0,
+            (_, Placement::Program) => crate::arch::info(arch).pie_base.wrapping_sub(page_down(lowest)),
+            (_, Placement::At(base)) => base.wrapping_sub(page_down(lowest)),
         };
 
         let mut segments: Vec<Segment> = Vec::with_capacity(loads.len());
@@ -194,7 +239,7 @@ impl Image {
             None => None,
         };
 
-        Ok(Image { file: file.to_string(), arch, kind, bias, entry, phdr, phent, phnum, segments, sframe, end })
+        Ok(Image { file: file.to_string(), arch, kind, bias, entry, phdr, phent, phnum, segments, sframe, end, interp })
     }
 }
 

@@ -34,6 +34,26 @@ pub enum Event {
         /// Its name, when it is a call the emulator knows of but does not implement.
         name: Option<&'static str>,
     },
+    /// An ELF object was mapped into process `pid` (at `execve`, or when
+    /// its first `PT_LOAD` was `mmap`ped: `ld.so` loading a library).
+    ObjectMapped {
+        /// The process.
+        pid: crate::procs::Pid,
+        /// Instruction count at the time.
+        icount: u64,
+        /// The object.
+        object: crate::objects::Object,
+    },
+    /// An ELF object left process `pid`'s address space (`munmap`,
+    /// `dlclose`, `execve`, exit).
+    ObjectUnmapped {
+        /// The process.
+        pid: crate::procs::Pid,
+        /// Instruction count at the time.
+        icount: u64,
+        /// The object.
+        object: crate::objects::Object,
+    },
     /// A request the emulator only partly honours (named in the message).
     Warning {
         /// Instruction count at the time.
@@ -106,6 +126,11 @@ pub struct Emulator {
     pub(crate) sched: crate::procs::Sched,
     /// What the guest may take of the host.
     pub(crate) limits: crate::procs::Limits,
+    /// Files mapped so far, by (path, device, inode, size, modification
+    /// time), so that each is read as ELF once (`ld.so` maps a library
+    /// segment by segment).
+    pub(crate) mapped_files:
+        std::collections::BTreeMap<crate::objects::FileKey, std::rc::Rc<crate::objects::MappedFile>>,
 }
 
 impl std::fmt::Debug for Emulator {
@@ -190,6 +215,24 @@ impl Emulator {
         }
         self.code_may_have_changed();
         self.flush_tlb()
+    }
+
+    /// The ELF objects mapped into the current process, by address.
+    pub fn objects(&self) -> Vec<crate::objects::Object> {
+        crate::objects::objects(self.pages())
+    }
+
+    /// Reports how the objects table changed since it was `before`
+    /// ([`Event::ObjectMapped`], [`Event::ObjectUnmapped`]).
+    pub(crate) fn report_objects(&mut self, before: Vec<crate::objects::Object>) {
+        let (mapped, unmapped) = crate::objects::changes(&before, &self.objects());
+        let (pid, icount) = (self.pid, self.icount());
+        for object in unmapped {
+            self.events.push(Event::ObjectUnmapped { pid, icount, object });
+        }
+        for object in mapped {
+            self.events.push(Event::ObjectMapped { pid, icount, object });
+        }
     }
 
     /// Changes the permissions of `start..end`; `false` if it is not all mapped.

@@ -1,20 +1,23 @@
-//! Loading a program: reading the ELF file, mapping its segments, the
+//! Loading a program: reading the ELF file, mapping its segments (and those
+//! of the interpreter `PT_INTERP` names, as `fs/binfmt_elf.c` does), the
 //! initial stack with arguments, environment and auxiliary vector, the page
 //! with the sigreturn trampolines, the engine, and the CPU at the entry
-//! point.
+//! point (the interpreter's, for a dynamic program).
 
-use crate::elf::Image;
+use crate::elf::{Image, Placement};
 use crate::emulator::Emulator;
 use crate::error::Error;
 use crate::hooks;
 use crate::layout;
 use crate::memory::{page_down, page_up, Area, AreaKind, Perms};
+use crate::objects::{Backing, MappedFile};
 use crate::process::{Clock, Input, Output, Rng, Signals, Stdin, GID, UID};
 use crate::sigframe;
 use crate::stack::{self, at, StackSpec};
 use crate::syscall;
 use crate::track::Tracking;
 use std::collections::BTreeMap;
+use std::rc::Rc;
 
 /// How a program is started and what it is connected to.
 #[derive(Debug, Clone)]
@@ -99,6 +102,14 @@ impl Emulator {
     /// Prepares the program with contents `bytes` (named `file` in messages) to run.
     pub fn new(file: &str, bytes: &[u8], config: Config) -> Result<Emulator, Error> {
         let image = Image::parse(file, bytes)?;
+        if image.interp.is_some() && config.root.is_none() && config.files.is_empty() {
+            return Err(Error::Setup {
+                file: file.to_string(),
+                problem: "dynamically linked, but the guest has no file system to load its interpreter and \
+                          libraries from (give it host files: a root, or files)"
+                    .into(),
+            });
+        }
         let machine = crate::arch::machine(image.arch);
         let uc = hooks::new_engine(machine, config.tracking, file)?;
         let mut emu = Emulator {
@@ -136,50 +147,117 @@ impl Emulator {
                 ..Default::default()
             },
             limits: config.limits,
+            mapped_files: BTreeMap::new(),
         };
         emu.fs.pid = u64::from(crate::procs::FIRST_PID);
+        let exe = emu.fs.exe.clone();
         if config.root.is_none() {
             // Without host files the program must still be there for
             // `execve("/proc/self/exe")`: at its /proc/self/exe path, in the overlay.
-            let exe = emu.fs.exe.clone();
             if emu.fs.lookup(&exe, &emu.fds).is_none() {
                 emu.fs.add_file(&exe, bytes, 0o755, crate::process::REALTIME_EPOCH_NS);
             }
         }
+        let (dev, ino) = match emu.fs.lookup(&exe, &emu.fds) {
+            Some(entry) => {
+                let stat = emu.fs.stat(&exe, &entry);
+                (stat.dev, stat.ino)
+            }
+            None => (0, 0),
+        };
+        let program = Rc::new(MappedFile::new(exe, dev, ino, Rc::from(bytes)));
+        let interp = emu.interpreter().map_err(|(_, problem)| Error::Setup { file: file.to_string(), problem })?;
         let args = if config.args.is_empty() { vec![file.as_bytes().to_vec()] } else { config.args.clone() };
-        emu.load_program(bytes, &args, &config.env)?;
+        emu.load_program(program, interp, &args, &config.env)?;
         Ok(emu)
     }
 
-    /// Maps the program in `bytes` (already parsed into `self.image`) into
-    /// the current engine, which has nothing mapped: segments, sigreturn
-    /// trampolines, the initial stack with `args` and `env`; and points the
-    /// CPU at its entry. Used by loading and by `execve`.
-    pub(crate) fn load_program(&mut self, bytes: &[u8], args: &[Vec<u8>], env: &[Vec<u8>]) -> Result<(), Error> {
-        self.load_segments(bytes)?;
+    /// Reads the interpreter `self.image` names, if any, from the guest's
+    /// file system, before the point of no return of an `execve` (`Err`:
+    /// the error number `execve` fails with, `ENOENT` or `ELIBBAD`, and why).
+    pub(crate) fn interpreter(&mut self) -> Result<Option<Rc<MappedFile>>, (i64, String)> {
+        use crate::syscall::errno::ELIBBAD;
+        let Some(name) = self.image.interp.clone() else { return Ok(None) };
+        let shown = String::from_utf8_lossy(&name).into_owned();
+        let file = match crate::syscall::fs::program(self, crate::syscall::abi::AT_FDCWD, &name) {
+            Ok(file) => file,
+            Err(crate::syscall::outcome::SysError::Errno(errno)) => {
+                let why = crate::syscall::errno::name(errno).unwrap_or("error");
+                let problem = format!(
+                    "its interpreter {shown} cannot be opened in the guest's file system ({why}); \
+                     give the architecture's libraries with a prefix (like qemu-user's -L)"
+                );
+                return Err((errno, problem));
+            }
+            Err(_) => return Err((ELIBBAD, format!("its interpreter {shown} cannot be read"))),
+        };
+        let image = Image::parse_at(&shown, &file.bytes, Placement::At(crate::layout::MMAP_FLOOR))
+            .map_err(|e| (ELIBBAD, format!("its interpreter: {e}")))?;
+        if image.arch != self.image.arch {
+            let problem = format!("its interpreter {shown} is an {} program, not {}", image.arch, self.image.arch);
+            return Err((ELIBBAD, problem));
+        }
+        Ok(Some(Rc::new(file)))
+    }
+
+    /// Maps the program `program` (already parsed into `self.image`) and
+    /// its interpreter `interp` into the current engine, which has nothing
+    /// mapped: segments, sigreturn trampolines, the initial stack with
+    /// `args` and `env`; and points the CPU at the entry. Used by loading
+    /// and by `execve`.
+    pub(crate) fn load_program(
+        &mut self,
+        program: Rc<MappedFile>,
+        interp: Option<Rc<MappedFile>>,
+        args: &[Vec<u8>],
+        env: &[Vec<u8>],
+    ) -> Result<(), Error> {
+        let image = self.image.clone();
+        self.load_segments(&image, &program)?;
+        self.brk_start = page_up(self.image.end).unwrap_or(u64::MAX);
+        self.brk = self.brk_start;
+        // The interpreter goes where `mmap` would put it: the highest free
+        // gap below the mmap base (`parse_at` checked it at the floor before).
+        let interp = match interp {
+            Some(file) => {
+                let name = String::from_utf8_lossy(&file.path).into_owned();
+                let span = Image::parse_at(&name, &file.bytes, Placement::At(layout::MMAP_FLOOR))?.span();
+                let base = self.pages().find_free(span, layout::MMAP_FLOOR, layout::MMAP_TOP).ok_or_else(|| {
+                    Error::Setup { file: self.image.file.clone(), problem: "no room for the interpreter".into() }
+                })?;
+                let image = Image::parse_at(&name, &file.bytes, Placement::At(base))?;
+                self.load_segments(&image, &file)?;
+                Some((base, image.entry))
+            }
+            None => None,
+        };
         self.trampoline = sigframe::map_trampoline(self)?;
         // AT_RANDOM takes the next 16 bytes of the seeded stream.
         let mut random = [0u8; 16];
         self.rng.fill(&mut random);
-        let sp = self.build_stack(args, env, random)?;
-        let entry = self.image.entry;
-        self.machine.init_cpu(&mut self.uc, entry, sp).map_err(self.engine_error("set up the CPU"))
+        let sp = self.build_stack(args, env, random, interp.map(|(base, _)| base))?;
+        let entry = interp.map_or(self.image.entry, |(_, entry)| entry);
+        self.machine.init_cpu(&mut self.uc, entry, sp).map_err(self.engine_error("set up the CPU"))?;
+        self.report_objects(Vec::new());
+        Ok(())
     }
 
-    /// Maps the `PT_LOAD` segments: file pages non-resident (the guest has
-    /// not touched them), the zeroed tail of the last file page resident (the
-    /// kernel wrote it), pages past the file as zero-fill `.bss`.
-    fn load_segments(&mut self, bytes: &[u8]) -> Result<(), Error> {
-        let segments = self.image.segments.clone();
-        for seg in &segments {
+    /// Maps the `PT_LOAD` segments of `image`, read from `file`: file pages
+    /// non-resident (the guest has not touched them), the zeroed tail of the
+    /// last file page resident (the kernel wrote it), pages past the file as
+    /// zero-fill `.bss`.
+    fn load_segments(&mut self, image: &Image, file: &Rc<MappedFile>) -> Result<(), Error> {
+        let bytes = &file.bytes;
+        for seg in &image.segments {
             let start = page_down(seg.vaddr);
             let file_end = seg.vaddr + seg.filesz;
             let file_pages_end = if seg.filesz == 0 { start } else { page_up(file_end).unwrap_or(u64::MAX) };
             let end = page_up(seg.vaddr + seg.memsz).unwrap_or(u64::MAX).max(file_pages_end);
             if file_pages_end > start {
-                self.map(Area { start, end: file_pages_end, perms: seg.perms, kind: AreaKind::Image })?;
-                // Whole file pages, as mmap of the file would show them.
                 let first = seg.offset - (seg.vaddr - start);
+                let backing = Backing { file: file.clone(), offset: first };
+                self.map(Area { start, end: file_pages_end, perms: seg.perms, kind: AreaKind::File(backing) })?;
+                // Whole file pages, as mmap of the file would show them.
                 let last = (first + (file_pages_end - start)).min(bytes.len() as u64);
                 self.uc.mem_write(start, &bytes[first as usize..last as usize]).map_err(self.engine_error("load"))?;
                 if seg.memsz > seg.filesz && file_end < file_pages_end {
@@ -192,20 +270,25 @@ impl Emulator {
                 self.map(Area { start: file_pages_end, end, perms: seg.perms, kind: AreaKind::Bss })?;
             }
         }
-        self.brk_start = page_up(self.image.end).unwrap_or(u64::MAX);
-        self.brk = self.brk_start;
         Ok(())
     }
 
     /// Maps the stack and writes the initial stack; returns the initial SP.
-    fn build_stack(&mut self, args: &[Vec<u8>], env: &[Vec<u8>], random: [u8; 16]) -> Result<u64, Error> {
+    /// `interp_base` is where the interpreter was loaded (`AT_BASE`).
+    fn build_stack(
+        &mut self,
+        args: &[Vec<u8>],
+        env: &[Vec<u8>],
+        random: [u8; 16],
+        interp_base: Option<u64>,
+    ) -> Result<u64, Error> {
         let info = self.info();
-        let aux = [
+        let mut aux = vec![
             (at::PHDR, self.image.phdr),
             (at::PHENT, self.image.phent),
             (at::PHNUM, self.image.phnum),
             (at::PAGESZ, crate::memory::PAGE_SIZE),
-            (at::BASE, 0),
+            (at::BASE, interp_base.unwrap_or(0)),
             (at::FLAGS, 0),
             (at::ENTRY, self.image.entry),
             (at::UID, UID),
@@ -217,6 +300,9 @@ impl Emulator {
             (at::HWCAP2, 0),
             (at::CLKTCK, 100),
         ];
+        if let Some(size) = sigframe::min_stack(info.arch) {
+            aux.push((at::MINSIGSTKSZ, size));
+        }
         let spec = StackSpec {
             endian: info.endian,
             top: layout::STACK_TOP,

@@ -111,10 +111,11 @@ impl AccessKind {
 }
 
 /// What an area of memory holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AreaKind {
-    /// Pages of the program file (a `PT_LOAD` segment's file part).
-    Image,
+    /// Pages of a file: a `PT_LOAD` segment's file part (program,
+    /// interpreter, library) or any other file `mmap`ped.
+    File(crate::objects::Backing),
     /// Zero-filled pages of a `PT_LOAD` segment beyond its file part (`.bss`).
     Bss,
     /// The `brk` heap.
@@ -403,7 +404,11 @@ impl PageTable {
         if let Some(low) = self.areas.get_mut(&area.start) {
             low.end = addr;
         }
-        self.areas.insert(addr, Area { start: addr, ..area });
+        let kind = match &area.kind {
+            AreaKind::File(backing) => AreaKind::File(backing.advanced(addr - area.start)),
+            other => other.clone(),
+        };
+        self.areas.insert(addr, Area { start: addr, kind, ..area });
     }
 }
 
@@ -420,7 +425,7 @@ mod tests {
 
     fn table() -> PageTable {
         let mut t = PageTable::default();
-        t.insert(Area { start: 0x1000, end: 0x5000, perms: Perms::READ, kind: AreaKind::Image });
+        t.insert(Area { start: 0x1000, end: 0x5000, perms: Perms::READ, kind: AreaKind::Bss });
         t.insert(Area { start: 0x8000, end: 0x9000, perms: Perms::RW, kind: AreaKind::Anonymous });
         t
     }

@@ -26,6 +26,7 @@ pub mod at {
     pub const RANDOM: u64 = 25;
     pub const HWCAP2: u64 = 26;
     pub const EXECFN: u64 = 31;
+    pub const MINSIGSTKSZ: u64 = 51;
 }
 
 /// What goes on the initial stack.

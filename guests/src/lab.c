@@ -11,6 +11,15 @@
  *   lab sigexit [DEPTH]     exit() from a signal handler on a deep stack
  *   lab signal [DEPTH]      a handler interrupting a deep stack, returning
  *
+ * Built dynamically (-DLAB_DYNAMIC, lazy binding), two more:
+ *
+ *   lab lazy [DEPTH]        first calls of many libc functions from a deep
+ *                           stack: each goes through the PLT into ld.so's
+ *                           lazy-binding resolver once
+ *   lab plugin [ROUNDS]     dlopen libunwindlab-plugin.so, call into it
+ *                           (it calls back into the program and into libc),
+ *                           dlclose it; ROUNDS times
+ *
  * Output is deterministic (no time, no addresses). */
 #include <alloca.h>
 #include <signal.h>
@@ -20,6 +29,10 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef LAB_DYNAMIC
+#include <ctype.h>
+#include <dlfcn.h>
+#endif
 
 #define NOINLINE __attribute__((noinline))
 
@@ -212,6 +225,50 @@ NOINLINE static long do_raise(int sig) {
     return handled;
 }
 
+#ifdef LAB_DYNAMIC
+/* ---- lazy binding and plugins (dynamic build only) ---------------------- */
+
+/* Each libc function here is called for the first time from the bottom of
+ * a deep stack, so its PLT slot still points at the lazy resolver. */
+NOINLINE static long first_calls(int arg) {
+    char buf[64];
+    long total = arg;
+    total += strtol("12345", NULL, 10);
+    total += (long)(strchr("unwindlab", 'w') != NULL);
+    total += (long)(memchr("sframe", 'a', 6) != NULL);
+    total += labs(-7) + abs(-3) + atol("11");
+    total += (long)strspn("aaab", "a") + (long)strcspn("xyz:", ":");
+    total += (long)(strrchr("a/b/c", '/') != NULL) + (long)(strpbrk("kernel", "ne") != NULL);
+    total += toupper('q') + tolower('Q');
+    snprintf(buf, sizeof buf, "%d-%s", arg, "lazy");
+    total += (long)strlen(buf);
+    total += (long)(strstr(buf, "lazy") != NULL) + (long)strncmp(buf, "1", 1);
+    return total;
+}
+
+/* What the plugin calls back: recursion in the program, under plugin frames. */
+static long plugin_callback(long depth) { return recurse((int)depth + 8); }
+
+NOINLINE static long plugin_rounds(int rounds) {
+    long total = 0;
+    for (int i = 0; i < rounds; i++) {
+        void *lib = dlopen("libunwindlab-plugin.so", RTLD_LAZY);
+        if (!lib) {
+            fprintf(stderr, "lab: %s\n", dlerror());
+            exit(3);
+        }
+        long (*work)(long, long (*)(long)) = (long (*)(long, long (*)(long)))dlsym(lib, "plugin_work");
+        if (!work) {
+            fprintf(stderr, "lab: %s\n", dlerror());
+            exit(3);
+        }
+        total += work(6 + i, plugin_callback);
+        dlclose(lib);
+    }
+    return total;
+}
+#endif
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "recurse";
     int n = argc > 2 ? atoi(argv[2]) : 0;
@@ -229,6 +286,12 @@ int main(int argc, char **argv) {
     } else if (!strcmp(mode, "signal")) {
         signal(SIGUSR1, handler_return);
         printf("signal %ld\n", deep(n ? n : 40, do_raise, SIGUSR1));
+#ifdef LAB_DYNAMIC
+    } else if (!strcmp(mode, "lazy")) {
+        printf("lazy %ld\n", deep(n ? n : 30, first_calls, 1));
+    } else if (!strcmp(mode, "plugin")) {
+        printf("plugin %ld\n", plugin_rounds(n ? n : 2));
+#endif
     } else {
         fprintf(stderr, "lab: unknown mode %s\n", mode);
         return 2;

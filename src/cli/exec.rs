@@ -1,4 +1,4 @@
-//! `unwindlab exec`: run a static program under the emulator.
+//! `unwindlab exec`: run a program (static, or dynamic with its libraries) under the emulator.
 
 use clap::Args;
 use emu::{Event, Exit};
@@ -19,7 +19,9 @@ pub(crate) struct ExecArgs {
     /// cross sysroot for AArch64 and s390x programs, none for x86-64).
     #[arg(long, value_name = "DIR")]
     prefix: Option<std::path::PathBuf>,
-    /// A static (or static-PIE) ELF executable for x86-64, AArch64 or s390x.
+    /// An ELF executable for x86-64, AArch64 or s390x: static, static-PIE, or
+    /// dynamically linked (its interpreter and libraries come from the
+    /// prefix, then the root).
     elf: OsString,
     /// Arguments for the program; everything after ELF is passed on, options included.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -66,6 +68,8 @@ fn report(name: &str, event: &Event) {
             );
         }
         Event::Warning { icount, message } => eprintln!("unwindlab: {name}: [{icount}] {message}"),
+        Event::ObjectMapped { pid, icount, object } => eprintln!("[{icount}] process {pid} mapped {object}"),
+        Event::ObjectUnmapped { pid, icount, object } => eprintln!("[{icount}] process {pid} unmapped {object}"),
         // strace-like: `[icount] openat(AT_FDCWD, "in.txt", O_RDONLY) = -ENOENT`.
         Event::Syscall(record) => eprintln!("[{}] {record}", record.icount),
     }

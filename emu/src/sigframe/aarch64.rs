@@ -34,6 +34,10 @@ fn q(i: usize) -> i32 {
 }
 
 impl Frames for Aarch64 {
+    fn min_stack(&self) -> Option<u64> {
+        Some((FRAME_SIZE + 16) as u64)
+    }
+
     fn push(&self, emu: &mut Emulator, d: &Delivery) -> Result<(), SysError> {
         // As Linux: a frame record (fp, lr) at the top, so frame-pointer walks
         // continue into the interrupted code, then the frame below it.

@@ -41,6 +41,10 @@ pub(crate) trait Frames: Sync {
     /// Restores what [`Frames::push`] saved (`rt` false: s390x's old `sigreturn`);
     /// returns the blocked mask saved in the frame.
     fn pop(&self, emu: &mut Emulator, rt: bool) -> Result<u64, SysError>;
+
+    /// `AT_MINSIGSTKSZ`: the stack the largest frame [`Frames::push`] writes
+    /// needs, alignment included (`None` where Linux does not report it: s390x).
+    fn min_stack(&self) -> Option<u64>;
 }
 
 /// Reads the 128-bit or narrower registers `regs` into `out` at `offset`,

@@ -72,6 +72,11 @@ fn frames(arch: Arch) -> &'static dyn Frames {
     }
 }
 
+/// `AT_MINSIGSTKSZ` for `arch`: what its largest signal frame needs.
+pub(crate) fn min_stack(arch: Arch) -> Option<u64> {
+    frames(arch).min_stack()
+}
+
 /// Maps the page holding the sigreturn trampolines (Linux puts them in the
 /// vDSO; glibc on AArch64 and s390x relies on that). Returns its address.
 pub(crate) fn map_trampoline(emu: &mut Emulator) -> Result<u64, Error> {

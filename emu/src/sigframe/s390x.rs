@@ -69,6 +69,10 @@ fn restore_sigregs(emu: &mut Emulator, f: &GuestStruct, at: usize) -> Result<(),
 }
 
 impl Frames for S390x {
+    fn min_stack(&self) -> Option<u64> {
+        None
+    }
+
     fn push(&self, emu: &mut Emulator, d: &Delivery) -> Result<(), SysError> {
         // Without SA_SIGINFO Linux builds the old frame, with a different layout
         // and return path (sigreturn, not rt_sigreturn).

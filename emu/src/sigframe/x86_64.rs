@@ -82,6 +82,10 @@ fn restore_fxsave(emu: &mut Emulator, fx: &GuestStruct) -> Result<(), Error> {
 }
 
 impl Frames for X86_64 {
+    fn min_stack(&self) -> Option<u64> {
+        Some((FXSAVE_SIZE + 64 + FRAME_SIZE + 16 + 8) as u64)
+    }
+
     fn push(&self, emu: &mut Emulator, d: &Delivery) -> Result<(), SysError> {
         // As Linux: the FPU state 64-byte aligned below the stack top, then the
         // frame 16-byte aligned minus 8, as if `pretcode` had been pushed by a call.

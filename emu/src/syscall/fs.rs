@@ -132,24 +132,25 @@ fn copy_up(
 
 /// `/proc/self/maps`, from the emulator's memory areas.
 fn maps(emu: &Emulator) -> Vec<u8> {
-    use crate::memory::{AreaKind, Perms};
+    use crate::memory::AreaKind;
     let mut out = String::new();
     for area in emu.pages().areas() {
-        let p = |bit, c| if area.perms.contains(bit) { c } else { '-' };
-        let name = match area.kind {
-            AreaKind::Image => String::from_utf8_lossy(&emu.fs.exe).into_owned(),
-            AreaKind::Heap => "[heap]".into(),
-            AreaKind::Stack => "[stack]".into(),
-            AreaKind::Vdso => "[vdso]".into(),
-            AreaKind::Bss | AreaKind::Anonymous => String::new(),
+        // Every mapping is private (`p`): shared ones are read-only copies here.
+        let (offset, dev, ino, name) = match &area.kind {
+            AreaKind::File(b) => (b.offset, b.file.dev, b.file.ino, String::from_utf8_lossy(&b.file.path).into_owned()),
+            AreaKind::Heap => (0, 0, 0, "[heap]".into()),
+            AreaKind::Stack => (0, 0, 0, "[stack]".into()),
+            AreaKind::Vdso => (0, 0, 0, "[vdso]".into()),
+            AreaKind::Bss | AreaKind::Anonymous => (0, 0, 0, String::new()),
         };
+        // The kernel's `show_map_vma` layout, device as major:minor.
         let line = format!(
-            "{:08x}-{:08x} {}{}{}p 00000000 00:00 0",
+            "{:08x}-{:08x} {}p {offset:08x} {:02x}:{:02x} {ino} ",
             area.start,
             area.end,
-            p(Perms::READ, 'r'),
-            p(Perms::WRITE, 'w'),
-            p(Perms::EXEC, 'x')
+            area.perms,
+            (dev >> 8) & 0xfff,
+            (dev & 0xff) | ((dev >> 12) & 0xfff00)
         );
         if name.is_empty() {
             out.push_str(&line);
@@ -738,10 +739,13 @@ fn new_meta(emu: &mut Emulator, mode: u32) -> Meta {
 /// The program file `path` names from `dirfd`, for `execve`: its absolute
 /// path and contents. A directory, a device or a file without an execute
 /// bit is `EACCES`, as for the kernel.
-pub(super) fn program(emu: &mut Emulator, dirfd: u64, path: &[u8]) -> Result<(Vec<u8>, Rc<[u8]>), SysError> {
+/// The executable file `path` names from `dirfd`, read whole, as `execve`
+/// and the loader of an interpreter open it (`ENOENT`, `EACCES` as Linux).
+pub(crate) fn program(emu: &mut Emulator, dirfd: u64, path: &[u8]) -> Result<crate::objects::MappedFile, SysError> {
     let r = resolve(emu, dirfd, path, true)?;
     let Some(entry) = r.entry else { return Err(errno(ENOENT)) };
-    if !matches!(entry.kind, Kind::File) || emu.fs.stat(&r.path, &entry).mode & 0o111 == 0 {
+    let stat = emu.fs.stat(&r.path, &entry);
+    if !matches!(entry.kind, Kind::File) || stat.mode & 0o111 == 0 {
         return Err(errno(EACCES));
     }
     let data: Rc<[u8]> = match &entry.source {
@@ -752,7 +756,7 @@ pub(super) fn program(emu: &mut Emulator, dirfd: u64, path: &[u8]) -> Result<(Ve
         },
         Source::Synth(_) => return Err(errno(EACCES)),
     };
-    Ok((r.path, data))
+    Ok(crate::objects::MappedFile::new(r.path, stat.dev, stat.ino, data))
 }
 
 pub(super) fn utimensat(emu: &mut Emulator, [dirfd, path, times, flags, ..]: [u64; 6]) -> SysResult {

@@ -15,6 +15,7 @@ use crate::elf::Image;
 use crate::emulator::{Emulator, Exit};
 use crate::process::{SigAction, SIG_IGN};
 use crate::procs::{Life, Pid, ProcessEvent};
+use std::rc::Rc;
 
 /// What a child without `CLONE_THREAD` can be asked for here. `CLONE_VM`
 /// comes only with `CLONE_VFORK` (glibc's `posix_spawn`): the child gets a
@@ -150,24 +151,24 @@ fn exec(emu: &mut Emulator, dirfd: u64, path: u64, argv: u64, envp: u64) -> SysR
     let mut used = 0;
     let mut args = strings(emu, argv, &mut used)?;
     let env = strings(emu, envp, &mut used)?;
-    let (mut abs, mut data) = super::fs::program(emu, dirfd, &path)?;
+    let mut program = super::fs::program(emu, dirfd, &path)?;
     let as_called = path.clone();
     // Scripts: the interpreter runs with the script's path (up to the kernel's depth).
     for _ in 0..4 {
-        let Some((interp, arg)) = shebang(&data) else { break };
+        let Some((interp, arg)) = shebang(&program.bytes) else { break };
         let mut new_args = vec![interp.clone()];
         new_args.extend(arg);
         new_args.push(path.clone());
         new_args.extend(args.into_iter().skip(1));
         args = new_args;
-        (abs, data) = super::fs::program(emu, super::abi::AT_FDCWD, &interp)?;
+        program = super::fs::program(emu, super::abi::AT_FDCWD, &interp)?;
         path = interp;
     }
-    if data.starts_with(b"#!") {
+    if program.bytes.starts_with(b"#!") {
         return fail(ELOOP);
     }
-    let file = String::from_utf8_lossy(&abs).into_owned();
-    let image = match Image::parse(&file, &data) {
+    let file = String::from_utf8_lossy(&program.path).into_owned();
+    let image = match Image::parse(&file, &program.bytes) {
         Ok(image) if image.arch == emu.arch() => image,
         Ok(image) => {
             emu.warn(format!("execve {file}: an {} program cannot run on {}", image.arch, emu.arch()));
@@ -182,10 +183,21 @@ fn exec(emu: &mut Emulator, dirfd: u64, path: u64, argv: u64, envp: u64) -> SysR
         // Linux adds an empty argv[0] rather than start a program without one.
         args.push(Vec::new());
     }
+    // The interpreter is opened before the point of no return, as by
+    // `load_elf_binary`: a missing one fails the call.
+    let old_image = std::mem::replace(&mut emu.image, image);
+    let interp = match emu.interpreter() {
+        Ok(interp) => interp,
+        Err((errno, problem)) => {
+            emu.image = old_image;
+            emu.warn(format!("execve {file}: {problem}"));
+            return fail(errno);
+        }
+    };
     // The point of no return: the old program is gone.
+    let before = emu.objects();
     let base = emu.icount();
     emu.uc = crate::hooks::new_engine(emu.machine, emu.tracking(), &file)?;
-    emu.image = image;
     emu.sched.base = base;
     emu.sched.start = 0;
     emu.altstack = None;
@@ -198,8 +210,9 @@ fn exec(emu: &mut Emulator, dirfd: u64, path: u64, argv: u64, envp: u64) -> SysR
     for fd in closing {
         emu.fds.remove(fd);
     }
-    emu.fs.exe = abs;
-    emu.load_program(&data, &args, &env)?;
+    emu.fs.exe = program.path.clone();
+    emu.report_objects(before);
+    emu.load_program(Rc::new(program), interp, &args, &env)?;
     let pid = emu.pid;
     let me = emu.cur_mut();
     me.execed = true;

@@ -1,11 +1,17 @@
-//! brk, mmap, munmap, mprotect, mremap, madvise.
+//! brk, mmap (anonymous and of files), munmap, mprotect, mremap, madvise.
 
-use super::abi::{MADV_DONTNEED, MAP_ANONYMOUS, MAP_FIXED, MAP_FIXED_NOREPLACE, MREMAP_MAYMOVE};
-use super::errno::{EBADF, EEXIST, EFAULT, EINVAL, ENOMEM};
-use super::outcome::{fail, ok, SysResult};
+use super::abi::{
+    MADV_DONTNEED, MAP_ANONYMOUS, MAP_FIXED, MAP_FIXED_NOREPLACE, MAP_PRIVATE, MAP_TYPE, MREMAP_MAYMOVE, O_ACCMODE,
+    O_RDWR, O_WRONLY, PROT_WRITE,
+};
+use super::errno::{EACCES, EEXIST, EFAULT, EINVAL, ENODEV, ENOMEM, EOVERFLOW};
+use super::outcome::{fail, ok, SysError, SysResult};
 use crate::emulator::Emulator;
+use crate::fs::{FileKind, Stat, Synth};
 use crate::layout::{MMAP_FLOOR, MMAP_TOP, USER_TOP};
 use crate::memory::{page_up, Area, AreaKind, Perms, PAGE_SIZE};
+use crate::objects::{Backing, MappedFile};
+use std::rc::Rc;
 
 /// A page-aligned, non-empty range inside the user address space.
 fn user_range(addr: u64, len: u64) -> Option<(u64, u64)> {
@@ -37,13 +43,61 @@ pub(super) fn brk(emu: &mut Emulator, [addr, ..]: [u64; 6]) -> SysResult {
     ok(addr)
 }
 
-pub(super) fn mmap(emu: &mut Emulator, [addr, len, prot, flags, fd, _offset]: [u64; 6]) -> SysResult {
-    if flags & MAP_ANONYMOUS == 0 {
-        // No file can be mapped: the only files are the emulator's own.
-        emu.warn(format!("mmap of fd {} refused: only anonymous mappings are supported", fd as i32));
-        return fail(EBADF);
+/// The file `fd` names, as a mapping of it with `prot` and `flags` sees it
+/// (`EBADF`, `EACCES`, `ENODEV` as Linux's `do_mmap`). `None`: `/dev/zero`,
+/// which maps as anonymous memory.
+fn file_to_map(emu: &mut Emulator, fd: u64, prot: u64, flags: u64) -> Result<Option<Rc<MappedFile>>, SysError> {
+    let file = super::io::file(emu, fd)?;
+    let f = file.borrow();
+    let acc = f.flags & O_ACCMODE;
+    let shared = flags & MAP_TYPE != MAP_PRIVATE;
+    if acc == O_WRONLY || (shared && prot & PROT_WRITE != 0 && acc != O_RDWR) {
+        return Err(SysError::Errno(EACCES));
     }
+    let (bytes, stat): (Rc<[u8]>, Stat) = match &f.kind {
+        FileKind::Host(data, stat) => (data.clone(), *stat),
+        FileKind::Overlay(node) => {
+            let node = node.borrow();
+            (
+                Rc::from(node.data.as_slice()),
+                crate::fs::overlay_stat(node.meta, crate::fs::S_IFREG, node.data.len() as u64, 1),
+            )
+        }
+        FileKind::Device(Synth::Zero) => return Ok(None),
+        _ => return Err(SysError::Errno(ENODEV)),
+    };
+    if shared && prot & PROT_WRITE != 0 {
+        // Stores would have to reach the file and every other mapping of it.
+        emu.warn(format!(
+            "shared writable mmap of {} refused: written file mappings are not supported",
+            String::from_utf8_lossy(&f.path)
+        ));
+        return Err(SysError::Errno(ENODEV));
+    }
+    let key = (f.path.clone(), stat.dev, stat.ino, stat.size, stat.mtime_ns);
+    if let Some(known) =
+        emu.mapped_files.get(&key).filter(|known| Rc::ptr_eq(&known.bytes, &bytes) || known.bytes[..] == bytes[..])
+    {
+        return Ok(Some(known.clone()));
+    }
+    let mapped = Rc::new(MappedFile::new(f.path.clone(), stat.dev, stat.ino, bytes));
+    emu.mapped_files.insert(key, mapped.clone());
+    Ok(Some(mapped))
+}
+
+pub(super) fn mmap(emu: &mut Emulator, [addr, len, prot, flags, fd, offset]: [u64; 6]) -> SysResult {
+    let file = if flags & MAP_ANONYMOUS == 0 {
+        if offset % PAGE_SIZE != 0 {
+            return fail(EINVAL);
+        }
+        file_to_map(emu, fd, prot, flags)?
+    } else {
+        None
+    };
     let Some(len) = page_up(len).filter(|&len| len > 0) else { return fail(EINVAL) };
+    if file.is_some() && offset.checked_add(len).is_none() {
+        return fail(EOVERFLOW);
+    }
     let start = if flags & (MAP_FIXED | MAP_FIXED_NOREPLACE) != 0 {
         let Some((start, end)) = user_range(addr, len) else { return fail(EINVAL) };
         if flags & MAP_FIXED == 0 && !emu.pages().is_free(start, end) {
@@ -62,13 +116,28 @@ pub(super) fn mmap(emu: &mut Emulator, [addr, len, prot, flags, fd, _offset]: [u
         return fail(ENOMEM);
     }
     let perms = Perms::from_prot(prot);
-    emu.map(Area { start, end: start + len, perms, kind: AreaKind::Anonymous })?;
+    let before = emu.objects();
+    match file {
+        Some(file) => {
+            let bytes = file.bytes.clone();
+            emu.map(Area { start, end: start + len, perms, kind: AreaKind::File(Backing { file, offset }) })?;
+            // The file's pages, not yet touched (pages past its end read as
+            // zeros here; Linux would raise SIGBUS).
+            let from = (offset as usize).min(bytes.len());
+            let to = (offset.saturating_add(len) as usize).min(bytes.len());
+            emu.uc.mem_write(start, &bytes[from..to]).map_err(emu.engine_error("map a file"))?;
+        }
+        None => emu.map(Area { start, end: start + len, perms, kind: AreaKind::Anonymous })?,
+    }
+    emu.report_objects(before);
     ok(start)
 }
 
 pub(super) fn munmap(emu: &mut Emulator, [addr, len, ..]: [u64; 6]) -> SysResult {
     let Some((start, end)) = user_range(addr, len) else { return fail(EINVAL) };
+    let before = emu.objects();
     emu.unmap(start, end)?;
+    emu.report_objects(before);
     ok(0)
 }
 
@@ -105,14 +174,17 @@ pub(super) fn mremap(emu: &mut Emulator, [old, old_len, new_len, flags, ..]: [u6
     }
     let grown_end = old.checked_add(new_len).filter(|&end| end <= MMAP_TOP);
     if let Some(end) = grown_end.filter(|&end| emu.pages().is_free(old_end, end)) {
-        emu.map(Area { start: old_end, end, perms: area.perms, kind: area.kind })?;
+        let kind = grown_kind(&area, old_end);
+        emu.map(Area { start: old_end, end, perms: area.perms, kind })?;
         return ok(old);
     }
     if flags & MREMAP_MAYMOVE == 0 {
         return fail(ENOMEM);
     }
     let Some(new) = emu.pages().find_free(new_len, MMAP_FLOOR, MMAP_TOP) else { return fail(ENOMEM) };
-    emu.map(Area { start: new, end: new + new_len, perms: area.perms, kind: area.kind })?;
+    let kind = grown_kind(&area, old);
+    let before = emu.objects();
+    emu.map(Area { start: new, end: new + new_len, perms: area.perms, kind })?;
     // Move the contents page by page; a page keeps its residency.
     for offset in (0..old_len).step_by(PAGE_SIZE as usize) {
         let mut page = vec![0u8; PAGE_SIZE as usize];
@@ -125,7 +197,17 @@ pub(super) fn mremap(emu: &mut Emulator, [old, old_len, new_len, flags, ..]: [u6
         }
     }
     emu.unmap(old, old_end)?;
+    emu.report_objects(before);
     ok(new)
+}
+
+/// What the pages mapped from `at` on hold when `area` is grown or moved
+/// by `mremap`: the file part further on, or the same kind of memory.
+fn grown_kind(area: &Area, at: u64) -> AreaKind {
+    match &area.kind {
+        AreaKind::File(backing) => AreaKind::File(backing.advanced(at - area.start)),
+        other => other.clone(),
+    }
 }
 
 pub(super) fn madvise(emu: &mut Emulator, [addr, len, advice, ..]: [u64; 6]) -> SysResult {
@@ -143,7 +225,7 @@ pub(super) fn madvise(emu: &mut Emulator, [addr, len, advice, ..]: [u64; 6]) -> 
     let pieces: Vec<(u64, u64)> = emu
         .pages()
         .areas()
-        .filter(|area| area.end > start && area.start < end && area.kind != AreaKind::Image)
+        .filter(|area| area.end > start && area.start < end && !matches!(area.kind, AreaKind::File(_)))
         .map(|area| (area.start.max(start), area.end.min(end)))
         .collect();
     for (s, e) in pieces {

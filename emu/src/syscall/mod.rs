@@ -14,7 +14,7 @@
 pub(crate) mod abi;
 mod args;
 pub mod errno;
-mod fs;
+pub(crate) mod fs;
 mod io;
 mod life;
 mod mem;
