@@ -94,16 +94,17 @@ pub(crate) fn set_up(g: &Guest, scenario: &Scenario, k: &mut Kernel) -> Result<(
 }
 
 /// A new mm in the model for the program `emu` has just loaded (at start
-/// or by `execve`), with its `PT_GNU_SFRAME` section registered as exec
-/// registers it (`elf_add_sframe`).
+/// or by `execve`), with the `PT_GNU_SFRAME` sections registered as exec
+/// registers them (v13 `elf_add_sframe`): the program's and its
+/// interpreter's — the objects mapped at exec — each with its text.
+/// Libraries `ld.so` maps later are not registered by exec.
 pub(crate) fn image_mm(k: &mut Kernel, emu: &mut Emulator) -> kmodel::types::MmId {
     let mm = k.new_mm(emu.arch());
-    if let Some(sframe) = emu.sframe() {
-        if let Some(text) = emu.image().text_range() {
-            let mem = emu.user_memory();
-            // A refused section is logged by the model; FP remains.
-            let _ = k.add_sframe(mm, &mem, (sframe.addr, sframe.addr.saturating_add(sframe.size)), text);
-        }
+    for object in emu.objects() {
+        let (Some((addr, size)), Some(text)) = (object.sframe(), object.text()) else { continue };
+        let mem = emu.user_memory();
+        // A refused section is logged by the model; FP remains.
+        let _ = k.add_sframe(mm, &mem, (addr, addr.saturating_add(size)), text);
     }
     mm
 }

@@ -27,6 +27,8 @@
 //! * Built on runs: [`replay`], [`validate`] (a binary sampled per
 //!   unwinder) and [`demo`] (a narrated tour); with the `fuzzgen` feature,
 //!   `fuzz` (the scenario generator of the fuzz target).
+//! * [`sysroot`]: a lab root for a dynamically linked program, every object
+//!   it loads found like `ld.so` does and given generated SFrame V3.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -45,6 +47,7 @@ pub mod report;
 pub mod runner;
 pub mod scenario;
 mod schedule;
+pub mod sysroot;
 pub mod validate;
 pub mod verdict;
 

@@ -144,3 +144,70 @@ fn injected_aarch64_binary_runs_the_same() {
 fn injected_s390x_binary_runs_the_same() {
     injected_runs_the_same("s390x-linux-gnu-gcc", "qemu-s390x", "inj-s390x", &["-O2", "-static"]);
 }
+
+/// The program headers of an injected shared object, checked the way the
+/// kernel and `ld.so` use them: every original header but `PT_PHDR` is
+/// unchanged, `PT_LOAD`s are sorted, disjoint and congruent modulo their
+/// alignment, the new one starts after the highest segment, `e_phoff` lies
+/// in it at the same address − offset delta as the first segment (so
+/// base + `e_phoff` is the table in memory), `PT_PHDR` covers the new
+/// table, and the file's table is the one in memory.
+fn shared_object_layout(path: &Path) {
+    use goblin::elf::program_header::{PT_LOAD, PT_PHDR};
+    let name = path.display();
+    let ours = generate_v3(path);
+    let injected = inject::inject(&ours.input.data, &ours.section).unwrap();
+    let before = goblin::elf::Elf::parse(&ours.input.data).unwrap();
+    let after = goblin::elf::Elf::parse(&injected).unwrap();
+    assert_eq!(after.header.e_type, before.header.e_type, "{name}");
+    let old: Vec<_> = before.program_headers.iter().filter(|p| p.p_type != PT_PHDR).collect();
+    let kept: Vec<_> = after
+        .program_headers
+        .iter()
+        .filter(|p| p.p_type != PT_PHDR && p.p_type != elf::PT_GNU_SFRAME)
+        .filter(|p| p.p_type != PT_LOAD || p.p_offset < ours.input.data.len() as u64)
+        .collect();
+    assert_eq!(old, kept, "{name}: headers changed");
+    let loads: Vec<_> = after.program_headers.iter().filter(|p| p.p_type == PT_LOAD).collect();
+    for pair in loads.windows(2) {
+        assert!(pair[0].p_vaddr + pair[0].p_memsz <= pair[1].p_vaddr, "{name}: PT_LOADs unsorted or overlapping");
+    }
+    for l in &loads {
+        assert_eq!((l.p_vaddr.wrapping_sub(l.p_offset)) % l.p_align.max(1), 0, "{name}: {l:?}");
+    }
+    let new = loads.last().unwrap();
+    let first = loads[0];
+    let highest = before.program_headers.iter().map(|p| p.p_vaddr + p.p_memsz).max().unwrap();
+    assert!(new.p_vaddr >= highest, "{name}: new segment below the highest end {highest:#x}");
+    let phoff = after.header.e_phoff;
+    let table = u64::from(after.header.e_phnum) * 56;
+    assert!(new.p_offset <= phoff && phoff + table <= new.p_offset + new.p_filesz, "{name}: e_phoff outside");
+    let table_vaddr = new.p_vaddr + (phoff - new.p_offset);
+    assert_eq!(table_vaddr, first.p_vaddr - first.p_offset + phoff, "{name}: base + e_phoff is not the table");
+    if let Some(phdr) = after.program_headers.iter().find(|p| p.p_type == PT_PHDR) {
+        assert_eq!((phdr.p_offset, phdr.p_vaddr, phdr.p_filesz), (phoff, table_vaddr, table), "{name}: PT_PHDR");
+    }
+    let sframe = after.program_headers.iter().find(|p| p.p_type == elf::PT_GNU_SFRAME).unwrap();
+    assert_eq!(sframe.p_vaddr, ours.address, "{name}");
+    assert!(sframe.p_vaddr + sframe.p_memsz <= new.p_vaddr + new.p_memsz, "{name}: section outside its segment");
+}
+
+#[test]
+fn injected_shared_objects_keep_their_layout() {
+    // libc.so.6 has PT_PHDR, PT_INTERP, PT_TLS, PT_GNU_RELRO; ld.so has no
+    // PT_PHDR and finds its own headers at base + e_phoff.
+    let objects = [
+        "/lib/x86_64-linux-gnu/libc.so.6",
+        "/lib64/ld-linux-x86-64.so.2",
+        "/usr/aarch64-linux-gnu/lib/libc.so.6",
+        "/usr/aarch64-linux-gnu/lib/ld-linux-aarch64.so.1",
+        "/usr/s390x-linux-gnu/lib/libc.so.6",
+        "/usr/s390x-linux-gnu/lib/ld64.so.1",
+    ];
+    let mut checked = 0;
+    for path in objects.iter().map(Path::new).filter(|p| p.exists()) {
+        shared_object_layout(path);
+        checked += 1;
+    }
+    assert!(checked >= 2, "no shared objects to check");
+}

@@ -9,6 +9,7 @@ mod exec;
 mod run;
 mod sframe;
 mod sframe_gen;
+mod sysroot;
 
 /// unwindlab: a deterministic laboratory for deferred user-space unwinding.
 #[derive(Debug, Parser)]
@@ -34,6 +35,10 @@ enum Command {
     Validate(run::ValidateArgs),
     /// A narrated tour of deferred unwinding, from real runs.
     Demo(run::DemoArgs),
+    /// Copy a dynamically linked program and every object it loads into a
+    /// directory (a prefix for qemu-user -L and exec --prefix), each with
+    /// generated SFrame V3 injected.
+    Sysroot(sysroot::SysrootArgs),
 }
 
 /// Parses the command line, runs the command and returns the exit status.
@@ -52,5 +57,6 @@ pub fn main() -> i32 {
         Command::Replay(args) => run::run_replay(&args),
         Command::Validate(args) => run::run_validate(&args),
         Command::Demo(args) => run::run_demo(&args),
+        Command::Sysroot(args) => sysroot::run(&args),
     }
 }

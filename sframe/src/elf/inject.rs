@@ -3,6 +3,27 @@
 //! `PT_GNU_SFRAME` header describing it, and a `.sframe` section header.
 //! Everything already in the file keeps its offset and address, so the
 //! program runs exactly as before.
+//!
+//! The same holds for shared objects (`ET_DYN` with `PT_DYNAMIC`: libraries,
+//! `ld.so`, PIEs). Every header but `PT_PHDR` is copied unchanged
+//! (`PT_DYNAMIC`, `PT_GNU_RELRO`, `PT_TLS`, `PT_GNU_EH_FRAME`, `PT_NOTE`,
+//! `PT_INTERP`, … keep describing the bytes they described), and the new
+//! table is found the same way by every reader of program headers:
+//!
+//! * `e_phoff` points at it in the file, where the kernel and `ld.so` read
+//!   the headers of what they map;
+//! * it lies in the new `PT_LOAD`, so a loader that takes the segment
+//!   holding `e_phoff` (`ld.so` for a library, the kernel's `AT_PHDR`)
+//!   finds it in memory;
+//! * the new segment keeps the first segment's address − offset delta, so
+//!   base + `e_phoff` (how `ld.so` finds its own headers, `__ehdr_start`)
+//!   is its address too;
+//! * `PT_PHDR`, if any (PIEs, `libc.so.6`), is moved to cover it: `ld.so`
+//!   computes an executable's load bias from it.
+//!
+//! The new `PT_LOAD` goes after the highest segment's end, at an offset and
+//! address aligned to the largest `p_align` of the file (at least a page),
+//! and stays last among the `PT_LOAD`s, which must be sorted by address.
 
 use goblin::elf::program_header::{PF_R, PT_LOAD, PT_PHDR};
 use goblin::elf::Elf;
@@ -129,6 +150,14 @@ fn plan(data: &[u8]) -> Result<Plan, InjectError> {
         seg_offset = align_up(needed, align);
     }
     let seg_vaddr = seg_offset.wrapping_add(delta);
+    // Loaders require p_vaddr ≡ p_offset modulo p_align: an unusual first
+    // segment delta gets the largest alignment it allows (at least a page).
+    let seg_align = if delta % align == 0 { align } else { 1u64 << delta.trailing_zeros().min(63) };
+    if seg_align < 0x1000 {
+        return Err(InjectError::Unsupported(format!(
+            "the first PT_LOAD's address − offset ({delta:#x}) is not a multiple of the page size"
+        )));
+    }
     let has_sframe = elf.program_headers.iter().any(|p| p.p_type == PT_GNU_SFRAME);
     let count = elf.program_headers.len() as u64 + 1 + u64::from(!has_sframe);
     let table_size = count * PHDR_SIZE;
@@ -167,7 +196,7 @@ fn plan(data: &[u8]) -> Result<Plan, InjectError> {
                 p_vaddr: seg_vaddr,
                 p_filesz: 0,
                 p_memsz: 0,
-                p_align: align,
+                p_align: seg_align,
             });
         }
     }
