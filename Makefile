@@ -15,7 +15,8 @@ FUZZ_SECONDS ?= 600
 all: deps preflight build run
 
 # The Debian packages the host needs, then Debian's static busybox and bash
-# for amd64, arm64 and s390x for tests/conformance.rs (a cache; quick once
+# and its dynamically linked coreutils, sed, grep, … with their libraries,
+# for amd64, arm64 and s390x, for tests/conformance.rs (a cache; quick once
 # fetched).
 deps:
 	@scripts/install-deps.sh

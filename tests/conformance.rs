@@ -1,7 +1,13 @@
-//! Conformance against Debian's own statically linked programs (issue 12):
-//! every command line of [`LINES`] runs on amd64, arm64 and s390x under
-//! `unwindlab exec` and under the reference, and stdout, stderr and the exit
-//! status must be identical.
+//! Conformance against Debian's own programs: every command line of a
+//! table runs on amd64, arm64 and s390x under `unwindlab exec` and under the
+//! reference, and stdout, stderr and the exit status must be identical. Two
+//! tables, two tests, one runner:
+//!
+//! * [`LINES`] (issue 12), `debian_programs_behave_as_under_the_reference`:
+//!   Debian's statically linked busybox and bash;
+//! * [`DYNAMIC_LINES`] (issue 13), `debian_dynamic_programs_behave_as_under_the_reference`:
+//!   Debian's dynamically linked coreutils, sed, grep, gzip, bzip2, xz, tar,
+//!   mawk and dash with Debian's own `ld.so` and libraries (see [`DYNAMIC`]).
 //!
 //! The programs are Debian's builds of busybox-static and bash-static for
 //! each architecture, fetched by `scripts/fetch-debian-programs.sh` (`make
@@ -19,21 +25,23 @@
 //! `tests/conformance/tree` through `$FIX` and write only below cwd.
 //!
 //! Lines that fail today are listed in `tests/conformance/expected-failures.txt`
-//! (the emulator lacks pipes, fork and exec): they are reported, not failed,
+//! (`expected-failures-dynamic.txt` for the dynamic table): they are reported, not failed,
 //! and a listed line that passes fails the test until it is struck from the
 //! list. Knobs, all environment variables:
 //!
 //! * `UNWINDLAB_CONFORMANCE_LINE=a,b`  only lines whose names contain `a` or `b`
+//!   (a table none of whose lines match is skipped)
 //! * `UNWINDLAB_CONFORMANCE_ARCH=arm64,s390x`  only those architectures
 //! * `UNWINDLAB_CONFORMANCE_STRICT=1`  ignore the expected-failures list (every diff shown)
 //! * `UNWINDLAB_CONFORMANCE_TIMEOUT=SECONDS`  per run (default 20)
-//! * `UNWINDLAB_CONFORMANCE_BUDGET=SECONDS`  for the whole suite (default 240): past it,
+//! * `UNWINDLAB_CONFORMANCE_BUDGET=SECONDS`  for each table (default 240 static, 120 dynamic): past it,
 //!   each run gets at most a second, so hung lines cannot eat CI's time
 //! * `UNWINDLAB_CONFORMANCE_JOBS=N`  parallel runs (default: the number of CPUs)
 //! * `UNWINDLAB_CONFORMANCE_AUDIT=1`  also check each foreign line's choice of reference
 //! * `UNWINDLAB_DEBIAN_CACHE=DIR`  the cache (default `${XDG_CACHE_HOME:-~/.cache}/unwindlab/debian`)
 //!
-//! The whole report is also written to `target/tmp/conformance/report.txt`.
+//! The whole report is also written to `target/tmp/conformance/report.txt`
+//! (`target/tmp/conformance-dynamic/report.txt`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
@@ -97,6 +105,10 @@ enum Invocation {
     /// `bin/APPLET ARGS…` through the cache's link to busybox; `{FIX}` in an
     /// argument stands for the fixture directory.
     Applet(&'static str, &'static [&'static str]),
+    /// `usr/bin/PROGRAM ARGS…` of the dynamic root; `{FIX}` as for `Applet`.
+    Program(&'static str, &'static [&'static str]),
+    /// `usr/bin/dash -c SCRIPT dash` of the dynamic root.
+    Dash(&'static str),
 }
 
 /// One command line of the suite.
@@ -120,6 +132,14 @@ const fn sh(name: &'static str, script: &'static str, reference: Reference, why:
 
 const fn applet(name: &'static str, applet: &'static str, args: &'static [&'static str], why: &'static str) -> Line {
     Line { name, run: Invocation::Applet(applet, args), stdin: "", reference: Reference::Qemu, why }
+}
+
+const fn program(name: &'static str, program: &'static str, args: &'static [&'static str], why: &'static str) -> Line {
+    Line { name, run: Invocation::Program(program, args), stdin: "", reference: Reference::Qemu, why }
+}
+
+const fn dash(name: &'static str, script: &'static str, reference: Reference, why: &'static str) -> Line {
+    Line { name, run: Invocation::Dash(script), stdin: "", reference, why }
 }
 
 const fn with_stdin(line: Line, stdin: &'static str) -> Line {
@@ -354,15 +374,315 @@ const LINES: &[Line] = &[
     applet("date-epoch", "date", &["-u", "-d", "@86400", "+%F %T %Z"], ONE_APPLET),
 ];
 
+/// Which programs a table runs, and how its test is set up.
+struct Table {
+    /// The `#[test]` that runs it (for the rerun hint).
+    test: &'static str,
+    lines: &'static [Line],
+    /// Debian's dynamically linked programs, from `$CACHE/root-ARCH/`.
+    dynamic: bool,
+    /// The expected failures, relative to the package.
+    xfail: &'static str,
+    /// Under `CARGO_TARGET_TMPDIR`.
+    scratch: &'static str,
+    /// Seconds, unless `UNWINDLAB_CONFORMANCE_BUDGET` says otherwise.
+    budget: u64,
+    /// What the issue asks for.
+    min_lines: usize,
+}
+
+/// Debian's busybox-static and bash-static (issue 12): `$CACHE/ARCH/`,
+/// amd64 natively, arm64 and s390x under `qemu-ARCH -L ROOT`.
+const STATIC: Table = Table {
+    test: "debian_programs_behave_as_under_the_reference",
+    lines: LINES,
+    dynamic: false,
+    xfail: "tests/conformance/expected-failures.txt",
+    scratch: "conformance",
+    budget: 240,
+    min_lines: 40,
+};
+
+/// Debian's dynamically linked programs (issue 13), from one complete root
+/// per architecture, `$CACHE/root-ARCH/`: the packages of
+/// `tests/conformance/packages-dynamic.txt` and the libraries they need,
+/// usr-merged, every absolute symlink made relative and an empty
+/// `etc/ld.so.cache` (`scripts/fetch-debian-programs.sh`), so that ld.so
+/// finds only the root's libraries. Each line runs `ROOT/usr/bin/PROGRAM`
+/// with `PATH=ROOT/usr/bin`:
+///
+/// * the emulator as `unwindlab exec --prefix ROOT` on every architecture,
+///   amd64 included (the guest sees the host's `/` with ROOT searched first);
+/// * the [`Reference::Qemu`] reference as `qemu-ARCH -L ROOT` on every
+///   architecture, amd64 too (`qemu-x86_64`), which is the same view of the
+///   files: PT_INTERP, the libraries and `/etc/ld.so.cache` come from ROOT;
+/// * the [`Reference::Amd64`] reference, for lines that exec other programs
+///   (qemu-user cannot start a child of a foreign architecture, and its
+///   children run outside it anyway), as the root's amd64 programs run
+///   natively: the kernel loads them with the host's `ld.so` and libraries,
+///   not the root's. The host is Debian bookworm like the root, and the
+///   report says whether the host's `libc.so.6` is the root's, byte for byte.
+const DYNAMIC: Table = Table {
+    test: "debian_dynamic_programs_behave_as_under_the_reference",
+    lines: DYNAMIC_LINES,
+    dynamic: true,
+    xfail: "tests/conformance/expected-failures-dynamic.txt",
+    scratch: "conformance-dynamic",
+    budget: 120,
+    min_lines: 35,
+};
+
+const ONE_PROGRAM: &str = "one program, no child";
+const DASH_BUILTINS: &str = "dash builtins and forks only";
+
+/// The command lines of Debian's dynamically linked programs: at least 35,
+/// most of them one program run directly (so that qemu-user is the
+/// reference); text tools, three compressors, an archiver, two interpreters.
+const DYNAMIC_LINES: &[Line] = &[
+    // coreutils: text tools on the fixtures and on stdin.
+    program("sort-numeric", "sort", &["-n", "{FIX}/numbers.txt"], ONE_PROGRAM),
+    program("sort-key", "sort", &["-t,", "-k2,2nr", "{FIX}/data.csv"], ONE_PROGRAM),
+    with_stdin(program("uniq-count", "uniq", &["-c"], ONE_PROGRAM), "a\na\nb\nc\nc\nc\na\n"),
+    program("wc-files", "wc", &["{FIX}/poem.txt", "{FIX}/numbers.txt"], ONE_PROGRAM),
+    program("cut-fields", "cut", &["-d,", "-f2,1", "--output-delimiter=:", "{FIX}/data.csv"], ONE_PROGRAM),
+    with_stdin(program("tr-upper", "tr", &["a-z", "A-Z"], ONE_PROGRAM), "Hello, world\nsecond line\n"),
+    with_stdin(program("tr-delete-squeeze", "tr", &["-d", "-s", "aeiou", " "], ONE_PROGRAM), "so   many    spaces\n"),
+    program("head-lines", "head", &["-n", "2", "{FIX}/poem.txt"], ONE_PROGRAM),
+    program("tail-bytes", "tail", &["-c", "20", "{FIX}/poem.txt"], ONE_PROGRAM),
+    program("seq-step", "seq", &["-w", "-s", ",", "1", "7", "50"], ONE_PROGRAM),
+    program("od-hex", "od", &["-An", "-tx1", "{FIX}/sub/a.txt"], ONE_PROGRAM),
+    program("base64-encode", "base64", &["{FIX}/poem.txt"], ONE_PROGRAM),
+    with_stdin(program("base64-decode", "base64", &["-d"], ONE_PROGRAM), "aGVsbG8sIHdvcmxkCg==\n"),
+    program("md5sum-files", "md5sum", &["{FIX}/poem.txt", "{FIX}/sub/a.txt"], ONE_PROGRAM),
+    program("sha256sum-file", "sha256sum", &["{FIX}/data.csv"], ONE_PROGRAM),
+    program("sha512sum-file", "sha512sum", &["{FIX}/numbers.txt"], ONE_PROGRAM),
+    program("expr-arith", "expr", &["6", "*", "7", "+", "1"], ONE_PROGRAM),
+    program("expr-false", "expr", &["length", "abc", "=", "4"], "one program, no child (status 1)"),
+    program(
+        "printf-formats",
+        "printf",
+        &["%5.2f|%-4s|%x|%o|%c|%s\\n", "3.14159", "ab", "255", "8", "xyz", "end"],
+        ONE_PROGRAM,
+    ),
+    program("fold-width", "fold", &["-w", "8", "{FIX}/poem.txt"], ONE_PROGRAM),
+    program("nl-number", "nl", &["-ba", "{FIX}/poem.txt"], ONE_PROGRAM),
+    program("paste-files", "paste", &["-d|", "{FIX}/data.csv", "{FIX}/numbers.txt"], ONE_PROGRAM),
+    program("join-files", "join", &["-a1", "-a2", "{FIX}/sub/a.txt", "{FIX}/sub/b.txt"], ONE_PROGRAM),
+    program("comm-files", "comm", &["{FIX}/sub/a.txt", "{FIX}/sub/b.txt"], ONE_PROGRAM),
+    program("tac-file", "tac", &["{FIX}/poem.txt"], ONE_PROGRAM),
+    with_stdin(program("cat-show-all", "cat", &["-A"], ONE_PROGRAM), "tab\there\u{1}ctl\r\nutf8 \u{e9}\n"),
+    program(
+        "env-empty",
+        "env",
+        &["-i", "B=2", "A=1"],
+        "one program, no child (env -i prints the environment it built)",
+    ),
+    program("date-utc", "date", &["-u", "-d", "@1000000000", "+%F %T %A %j"], ONE_PROGRAM),
+    program(
+        "factor-gmp",
+        "factor",
+        &["600851475143", "1000000007", "18446744073709551617", "1000000000000000000000000000000000000000021"],
+        "one program, no child (the last number is past 128 bits: libgmp)",
+    ),
+    program("shuf-seeded", "shuf", &["-i", "1-12", "--random-source={FIX}/poem.txt"], ONE_PROGRAM),
+    program("stat-format", "stat", &["-c", "%n %s %F %a", "{FIX}/poem.txt", "{FIX}/sub/deeper/c.txt"], ONE_PROGRAM),
+    program("ls-recursive", "ls", &["-R", "{FIX}"], ONE_PROGRAM),
+    program(
+        "cat-missing",
+        "cat",
+        &["{FIX}/poem.txt", "{FIX}/nosuch.txt"],
+        "one program, no child (an error message and status 1)",
+    ),
+    program("sort-bad-option", "sort", &["--no-such-option"], "one program, no child (a usage error, status 2)"),
+    // sed and grep.
+    program("sed-range", "sed", &["-n", "2,3p", "{FIX}/poem.txt"], ONE_PROGRAM),
+    program("sed-regex", "sed", &["-E", "s/(o+)([a-z])/[\\1]\\2/g; 1!G; h; $!d", "{FIX}/poem.txt"], ONE_PROGRAM),
+    with_stdin(program("sed-translate", "sed", &["y/abc/xyz/; =", "-"], ONE_PROGRAM), "aabbcc\ncab\n"),
+    program("grep-extended", "grep", &["-En", "o{2}|fox|^A", "{FIX}/poem.txt"], ONE_PROGRAM),
+    program("grep-count", "grep", &["-c", "-i", "the", "{FIX}/poem.txt", "{FIX}/sub/a.txt"], ONE_PROGRAM),
+    program("grep-no-match", "grep", &["-v", "-e", "a", "{FIX}/sub/a.txt"], "one program, no child (status 1)"),
+    program(
+        "grep-perl",
+        "grep",
+        &["-oP", "\\b\\w+(?=o)", "{FIX}/poem.txt"],
+        "one program, no child (PCRE2, with its JIT)",
+    ),
+    program(
+        "grep-recursive",
+        "grep",
+        &["-rn", "deep", "{FIX}/sub"],
+        "one program, no child (one match: no directory order)",
+    ),
+    // Compressors and the archiver.
+    program("gzip-stdout", "gzip", &["-9cn", "{FIX}/poem.txt"], ONE_PROGRAM),
+    program(
+        "gzip-name-mtime",
+        "gzip",
+        &["-c", "{FIX}/data.csv"],
+        "one program, no child (the header holds the name and mtime)",
+    ),
+    program("bzip2-stdout", "bzip2", &["-c", "{FIX}/poem.txt"], ONE_PROGRAM),
+    program("xz-stdout", "xz", &["-T1", "-c", "{FIX}/poem.txt"], ONE_PROGRAM),
+    program(
+        "tar-create",
+        "tar",
+        &["--sort=name", "--owner=0", "--group=0", "--numeric-owner", "--mtime=@0", "-cf", "-", "-C", "{FIX}", "."],
+        ONE_PROGRAM,
+    ),
+    // mawk.
+    program(
+        "mawk-sum",
+        "mawk",
+        &["-F,", "{ s += $2; n[NR] = $1 } END { print NR, s, n[1] n[NR] }", "{FIX}/data.csv"],
+        ONE_PROGRAM,
+    ),
+    program(
+        "mawk-strings",
+        "mawk",
+        &[
+            "{ gsub(/o/, \"0\"); printf \"%-3d%s|%s\\n\", length($0), toupper(substr($0, 1, 5)), $NF }",
+            "{FIX}/poem.txt",
+        ],
+        ONE_PROGRAM,
+    ),
+    program(
+        "mawk-math",
+        "mawk",
+        &["BEGIN { printf \"%.6f %.6f %d %s\\n\", sin(1) + exp(2), log(10) * sqrt(2), int(-3.7), 2^40 }"],
+        "one program, no child (libm)",
+    ),
+    program(
+        "mawk-seeded",
+        "mawk",
+        &["BEGIN { srand(7); for (i = 0; i < 5; i++) printf \"%d \", int(rand() * 1000); print \"\" }"],
+        ONE_PROGRAM,
+    ),
+    with_stdin(
+        program(
+            "mawk-stdin",
+            "mawk",
+            &["-v", "sep=:", "{ a[$1]++ } END { for (k in a) n++; print n sep NR }"],
+            ONE_PROGRAM,
+        ),
+        "x\ny\nx\nz\n",
+    ),
+    // dash: builtins only.
+    dash(
+        "dash-loop",
+        r#"i=0; while [ $i -lt 5 ]; do i=$((i + 1)); printf '%s ' "$i"; done; echo; echo "${HOME:-unset} ${#PATH}""#,
+        Qemu,
+        DASH_BUILTINS,
+    ),
+    dash(
+        "dash-functions",
+        r#"f() { local x; x=$1; shift; echo "$x:$#:$*"; return 3; }; f a b c; echo "status $?"; set -- p q; echo "$2$1""#,
+        Qemu,
+        DASH_BUILTINS,
+    ),
+    dash(
+        "dash-case-params",
+        r#"for w in apple fig.txt 42 ''; do case $w in *.txt) echo "txt ${w%.txt}";; [0-9]*) echo "num $w";; '') echo empty;; *) echo "other ${w#ap}";; esac; done"#,
+        Qemu,
+        DASH_BUILTINS,
+    ),
+    dash(
+        "dash-redirect-read",
+        r#"echo one > f; echo two >> f; while read -r l; do echo "<$l>"; done < f; read -r x < nosuch; echo "status $?""#,
+        Qemu,
+        DASH_BUILTINS,
+    ),
+    dash(
+        "dash-heredoc",
+        "while read -r a b; do echo \"$b $a\"; done <<EOF\none 1\n$((6 * 7)) x\nEOF",
+        Qemu,
+        DASH_BUILTINS,
+    ),
+    dash(
+        "dash-glob-cd",
+        r#"cd "$FIX/sub" && echo * && cd deeper && echo "${PWD##*/}" && cd .. && echo */*"#,
+        Qemu,
+        DASH_BUILTINS,
+    ),
+    dash(
+        "dash-subshell-trap",
+        r#"(exit 4); echo "sub $?"; trap 'echo bye' EXIT; kill -0 $$ && echo alive; exit 3"#,
+        Qemu,
+        DASH_BUILTINS,
+    ),
+    dash("dash-syntax-error", "echo before; if then fi", Qemu, "dash builtins only (a syntax error, status 2)"),
+    dash("dash-not-found", r#"nosuchcmd; echo "status $?""#, Qemu, "nosuchcmd is not on PATH: nothing is exec'd"),
+    with_stdin(
+        Line {
+            name: "dash-script-stdin",
+            run: Invocation::Program("dash", &["-s"]),
+            stdin: "",
+            reference: Qemu,
+            why: DASH_BUILTINS,
+        },
+        "echo from stdin\nx=3\necho $((x * x))\nexit 9\n",
+    ),
+    // dash: pipelines and programs it execs.
+    dash(
+        "dash-pipe-sort-uniq",
+        r#"sort "$FIX/numbers.txt" "$FIX/numbers.txt" | uniq -c | sort -k1,1n -k2,2"#,
+        Amd64,
+        "execs sort and uniq",
+    ),
+    dash(
+        "dash-pipe-text",
+        r#"cat "$FIX/poem.txt" | tr a-z A-Z | sed 's/ /_/g' | head -n 3"#,
+        Amd64,
+        "execs cat, tr, sed and head",
+    ),
+    dash(
+        "dash-cmdsubst",
+        r#"n=$(wc -l < "$FIX/poem.txt"); s=$(seq 1 10 | paste -sd+); echo "$n lines, $s = $(expr 55)""#,
+        Amd64,
+        "execs wc, seq, paste and expr",
+    ),
+    dash(
+        "dash-gzip-roundtrip",
+        r#"gzip -c "$FIX/poem.txt" | gzip -dc | md5sum; gzip -n < "$FIX/data.csv" > d.gz && gzip -l d.gz"#,
+        Amd64,
+        "execs gzip and md5sum",
+    ),
+    dash(
+        "dash-bzip2-xz",
+        r#"bzip2 -c "$FIX/poem.txt" | bzip2 -dc | xz -T1 | xz -dc | sha256sum"#,
+        Amd64,
+        "execs bzip2, xz and sha256sum",
+    ),
+    dash(
+        "dash-tar-roundtrip",
+        r#"tar --sort=name -cf t.tar -C "$FIX" . && tar -tf t.tar && mkdir x && tar -xf t.tar -C x && cat x/sub/deeper/c.txt && ls -R x | wc -l"#,
+        Amd64,
+        "execs tar, mkdir, cat, ls and wc",
+    ),
+    dash(
+        "dash-mawk-pipe",
+        r#"seq 1 100 | mawk '{ s += $1 } END { print s }' | sed 's/^/sum=/'"#,
+        Amd64,
+        "execs seq, mawk and sed",
+    ),
+    dash(
+        "dash-grep-status",
+        r#"grep -q fox "$FIX/poem.txt" && echo found; grep -q cat "$FIX/poem.txt" || echo "absent $?""#,
+        Amd64,
+        "execs grep",
+    ),
+];
+
 /// Where the fetched programs live: one root per architecture.
 struct Cache {
     dir: PathBuf,
+    /// The dynamic roots, `root-ARCH`, rather than the static ones.
+    dynamic: bool,
 }
 
 impl Cache {
     /// The cache of `scripts/fetch-debian-programs.sh`, or one line saying to
     /// run the set-up.
-    fn open() -> Result<Cache, String> {
+    fn open(dynamic: bool) -> Result<Cache, String> {
         let dir = match std::env::var_os("UNWINDLAB_DEBIAN_CACHE") {
             Some(dir) => PathBuf::from(dir),
             None => {
@@ -373,16 +693,26 @@ impl Cache {
                 base.join("unwindlab").join("debian")
             }
         };
-        let manifest = dir.join("manifest.txt");
+        let (manifest, which, programs): (_, _, &[&str]) = if dynamic {
+            (
+                "manifest-dynamic.txt",
+                "dynamically linked",
+                &["usr/bin/dash", "usr/bin/sort", "usr/bin/mawk", "usr/bin/tar"],
+            )
+        } else {
+            ("manifest.txt", "static", &["bin/busybox", "bin/bash-static", "bin/sort"])
+        };
+        let manifest = dir.join(manifest);
         let text = std::fs::read_to_string(&manifest).map_err(|_| {
             format!(
-                "conformance: Debian's static programs are not fetched (no {}): run `make deps` or scripts/fetch-debian-programs.sh",
+                "conformance: Debian's {which} programs are not fetched (no {}): run `make deps` or scripts/fetch-debian-programs.sh",
                 manifest.display()
             )
         })?;
+        let cache = Cache { dir, dynamic };
         for arch in Arch::ALL {
-            for program in ["bin/busybox", "bin/bash-static", "bin/sort"] {
-                let path = dir.join(arch.debian()).join(program);
+            for program in programs {
+                let path = cache.root(arch).join(program);
                 if !path.exists() || !text.lines().any(|l| l.starts_with(&format!("{} ", arch.debian()))) {
                     return Err(format!(
                         "conformance: the Debian program cache is incomplete (no {}): run `make deps` or scripts/fetch-debian-programs.sh",
@@ -391,11 +721,14 @@ impl Cache {
                 }
             }
         }
-        Ok(Cache { dir })
+        Ok(cache)
     }
 
     fn root(&self, arch: Arch) -> PathBuf {
-        self.dir.join(arch.debian())
+        match self.dynamic {
+            true => self.dir.join(format!("root-{}", arch.debian())),
+            false => self.dir.join(arch.debian()),
+        }
     }
 }
 
@@ -429,10 +762,13 @@ struct Outcome {
 
 /// Everything fixed for the whole suite.
 struct Suite {
+    table: &'static Table,
     cache: Cache,
     fixtures: PathBuf,
     scratch: PathBuf,
     emulator: PathBuf,
+    /// qemu-user for each architecture the [`Reference::Qemu`] reference
+    /// runs under it (amd64 only for the dynamic table).
     qemu: BTreeMap<Arch, PathBuf>,
     timeout: Duration,
     /// When the suite's time is up: later runs get a second at most.
@@ -443,8 +779,9 @@ impl Suite {
     /// The fixed environment of every run, for programs of `root`: nothing
     /// from the host, so that both sides see the same.
     fn env(&self, root: &Path) -> Vec<(&'static str, OsString)> {
+        let path = if self.table.dynamic { root.join("usr/bin") } else { root.join("bin") };
         vec![
-            ("PATH", root.join("bin").into_os_string()),
+            ("PATH", path.into_os_string()),
             ("HOME", "/".into()),
             ("LANG", "C".into()),
             ("LC_ALL", "C".into()),
@@ -472,17 +809,27 @@ impl Suite {
                 let fix = self.fixtures.to_string_lossy();
                 argv.extend(args.iter().map(|a| OsString::from(a.replace("{FIX}", &fix))));
             }
+            Invocation::Program(name, args) => {
+                argv.push(root.join("usr/bin").join(name).into());
+                let fix = self.fixtures.to_string_lossy();
+                argv.extend(args.iter().map(|a| OsString::from(a.replace("{FIX}", &fix))));
+            }
+            Invocation::Dash(script) => {
+                argv.push(root.join("usr/bin/dash").into());
+                argv.extend(["-c", script, "dash"].map(OsString::from));
+            }
         }
         argv
     }
 
-    /// The reference's command: natively for amd64 or an amd64 reference,
-    /// else under qemu-user with `-L ROOT`.
+    /// The reference's command: natively for an amd64 reference, else under
+    /// qemu-user with `-L ROOT` (natively for amd64 in the static table).
     fn reference_command(&self, line: &Line, arch: Arch, reference: Reference) -> (Vec<OsString>, PathBuf) {
         let arch = if reference == Reference::Amd64 { Arch::Amd64 } else { arch };
         let root = self.cache.root(arch);
         let mut cmd = Vec::new();
-        if let Some(qemu) = self.qemu.get(&arch) {
+        let qemu = if reference == Reference::Amd64 { None } else { self.qemu.get(&arch) };
+        if let Some(qemu) = qemu {
             cmd.push(qemu.clone().into_os_string());
             cmd.push("-L".into());
             cmd.push(root.clone().into_os_string());
@@ -492,11 +839,11 @@ impl Suite {
     }
 
     /// The emulator's command: `unwindlab exec`, with `--prefix ROOT` where
-    /// the reference has qemu-user's `-L ROOT`.
+    /// the reference has qemu-user's `-L ROOT` (always for the dynamic table).
     fn emulator_command(&self, line: &Line, arch: Arch) -> (Vec<OsString>, PathBuf) {
         let root = self.cache.root(arch);
         let mut cmd = vec![self.emulator.clone().into_os_string(), "exec".into()];
-        if arch != Arch::Amd64 {
+        if arch != Arch::Amd64 || self.table.dynamic {
             cmd.push("--prefix".into());
             cmd.push(root.clone().into_os_string());
         }
@@ -703,8 +1050,12 @@ fn diff(out: &mut String, what: &str, expected: &[u8], got: &[u8]) {
     }
 }
 
-fn describe_reference(line: &Line, arch: Arch) -> String {
+fn describe_reference(table: &Table, line: &Line, arch: Arch) -> String {
     match (arch, line.reference) {
+        (Arch::Amd64, Reference::Qemu) if table.dynamic => format!("qemu-x86_64 -L ROOT ({})", line.why),
+        (Arch::Amd64, Reference::Amd64) if table.dynamic => {
+            format!("amd64 build natively, with the host's ld.so and libraries ({})", line.why)
+        }
         (Arch::Amd64, _) => format!("amd64 build natively; on foreign arches {}: {}", kind(line.reference), line.why),
         (_, Reference::Qemu) => format!("{} -L ROOT ({})", arch.qemu().unwrap_or("qemu"), line.why),
         (_, Reference::Amd64) => format!("amd64 build natively ({})", line.why),
@@ -721,7 +1072,13 @@ fn kind(reference: Reference) -> &'static str {
 /// The report of one result that did not pass.
 fn mismatch(suite: &Suite, r: &Result1) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "{} {}  (reference: {})", r.arch.debian(), r.line.name, describe_reference(&r.line, r.arch));
+    let _ = writeln!(
+        out,
+        "{} {}  (reference: {})",
+        r.arch.debian(),
+        r.line.name,
+        describe_reference(suite.table, &r.line, r.arch)
+    );
     let (emu, _) = suite.emulator_command(&r.line, r.arch);
     let _ = writeln!(out, "  command: {}", shell_words(&emu));
     if !r.line.stdin.is_empty() {
@@ -729,9 +1086,10 @@ fn mismatch(suite: &Suite, r: &Result1) -> String {
     }
     let _ = writeln!(
         out,
-        "  rerun:   UNWINDLAB_CONFORMANCE_ARCH={} UNWINDLAB_CONFORMANCE_LINE={} UNWINDLAB_CONFORMANCE_STRICT=1 cargo test --test conformance",
+        "  rerun:   UNWINDLAB_CONFORMANCE_ARCH={} UNWINDLAB_CONFORMANCE_LINE={} UNWINDLAB_CONFORMANCE_STRICT=1 cargo test --test conformance {}",
         r.arch.debian(),
-        r.line.name
+        r.line.name,
+        suite.table.test
     );
     if let Some((a, b)) = &r.unstable {
         let _ = writeln!(out, "  THE REFERENCE IS NOT DETERMINISTIC: its two runs differ");
@@ -762,9 +1120,9 @@ fn expected_failures(path: &Path) -> BTreeSet<(String, String)> {
 }
 
 /// A line filter's item selects the line of that name, or, when no line
-/// has that name, every line whose name contains it.
+/// (of either table) has that name, every line whose name contains it.
 fn name_matches(name: &str, item: &str) -> bool {
-    name == item || (!LINES.iter().any(|l| l.name == item) && name.contains(item))
+    name == item || (!LINES.iter().chain(DYNAMIC_LINES).any(|l| l.name == item) && name.contains(item))
 }
 
 fn env_list(name: &str) -> Option<Vec<String>> {
@@ -784,31 +1142,84 @@ fn which(program: &str) -> Option<PathBuf> {
 
 #[test]
 fn table_is_well_formed() {
-    assert!(LINES.len() >= 40, "issue 12 asks for at least 40 lines, the table has {}", LINES.len());
-    let names: BTreeSet<&str> = LINES.iter().map(|l| l.name).collect();
-    assert_eq!(names.len(), LINES.len(), "two lines share a name");
-    for line in LINES {
-        assert!(!line.why.is_empty(), "{}: say why this reference", line.name);
-        assert!(line.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'), "{}: name", line.name);
+    for table in [&STATIC, &DYNAMIC] {
+        let n = table.lines.len();
+        assert!(
+            n >= table.min_lines,
+            "{}: the issue asks for at least {} lines, the table has {n}",
+            table.test,
+            table.min_lines
+        );
+        for line in table.lines {
+            assert!(!line.why.is_empty(), "{}: say why this reference", line.name);
+            assert!(line.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'), "{}: name", line.name);
+            let dynamic = matches!(line.run, Invocation::Program(..) | Invocation::Dash(_));
+            assert_eq!(dynamic, table.dynamic, "{}: a program of the other table", line.name);
+        }
     }
+    // Unique across both tables, so a name means one line to the filters.
+    let names: BTreeSet<&str> = LINES.iter().chain(DYNAMIC_LINES).map(|l| l.name).collect();
+    assert_eq!(names.len(), LINES.len() + DYNAMIC_LINES.len(), "two lines share a name");
 }
 
 #[test]
 fn debian_programs_behave_as_under_the_reference() {
-    let cache = Cache::open().unwrap_or_else(|e| panic!("{e}"));
-    let mut qemu = BTreeMap::new();
-    for arch in Arch::ALL {
-        if let Some(name) = arch.qemu() {
-            let path = which(name)
-                .unwrap_or_else(|| panic!("conformance: {name} not found: run `make deps` (Debian package qemu-user)"));
-            qemu.insert(arch, path);
+    run_table(&STATIC);
+}
+
+#[test]
+fn debian_dynamic_programs_behave_as_under_the_reference() {
+    run_table(&DYNAMIC);
+}
+
+/// The two tables' tests share the machine's CPUs: one runs at a time.
+static ONE_TABLE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// Whether the host's `libc.so.6` is the dynamic amd64 root's, for the
+/// report: the amd64-native reference runs with the host's libraries.
+fn host_libc_note(root: &Path) -> String {
+    let lib = "lib/x86_64-linux-gnu/libc.so.6";
+    let host = std::fs::read(Path::new("/").join(lib)).ok();
+    let ours = std::fs::read(root.join("usr").join(lib)).ok();
+    match (host, ours) {
+        (Some(h), Some(o)) if h == o => "the host's /usr/lib/x86_64-linux-gnu/libc.so.6 is the root's".to_string(),
+        _ => "THE HOST'S libc.so.6 DIFFERS FROM THE ROOT'S: amd64-native references use the host's".to_string(),
+    }
+}
+
+fn run_table(table: &'static Table) {
+    let line_filter = env_list("UNWINDLAB_CONFORMANCE_LINE");
+    let arch_filter = env_list("UNWINDLAB_CONFORMANCE_ARCH");
+    if let Some(f) = &line_filter {
+        let all = LINES.iter().chain(DYNAMIC_LINES);
+        assert!(
+            all.clone().any(|l| f.iter().any(|x| name_matches(l.name, x))),
+            "UNWINDLAB_CONFORMANCE_LINE matches no line of either table"
+        );
+        if !table.lines.iter().any(|l| f.iter().any(|x| name_matches(l.name, x))) {
+            println!("conformance: UNWINDLAB_CONFORMANCE_LINE matches no line of this table ({}): skipped", table.test);
+            return;
         }
     }
+    let _serial = ONE_TABLE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let cache = Cache::open(table.dynamic).unwrap_or_else(|e| panic!("{e}"));
+    let mut qemu = BTreeMap::new();
+    for arch in Arch::ALL {
+        let name = match (arch.qemu(), table.dynamic) {
+            (Some(name), _) => name,
+            (None, true) => "qemu-x86_64",
+            (None, false) => continue,
+        };
+        let path = which(name)
+            .unwrap_or_else(|| panic!("conformance: {name} not found: run `make deps` (Debian package qemu-user)"));
+        qemu.insert(arch, path);
+    }
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let scratch = Path::new(env!("CARGO_TARGET_TMPDIR")).join("conformance");
+    let scratch = Path::new(env!("CARGO_TARGET_TMPDIR")).join(table.scratch);
     let secs = |var: &str, default: u64| std::env::var(var).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
-    let budget = Duration::from_secs(secs("UNWINDLAB_CONFORMANCE_BUDGET", 240));
+    let budget = Duration::from_secs(secs("UNWINDLAB_CONFORMANCE_BUDGET", table.budget));
     let suite = Suite {
+        table,
         cache,
         fixtures: manifest.join("tests/conformance/tree"),
         scratch: scratch.clone(),
@@ -818,15 +1229,14 @@ fn debian_programs_behave_as_under_the_reference() {
         deadline: Instant::now() + budget,
     };
 
-    let line_filter = env_list("UNWINDLAB_CONFORMANCE_LINE");
-    let arch_filter = env_list("UNWINDLAB_CONFORMANCE_ARCH");
     let strict = env_flag("UNWINDLAB_CONFORMANCE_STRICT");
     let audit = env_flag("UNWINDLAB_CONFORMANCE_AUDIT");
     let arches: Vec<Arch> = Arch::ALL
         .into_iter()
         .filter(|a| arch_filter.as_ref().is_none_or(|f| f.iter().any(|x| x == a.debian())))
         .collect();
-    let lines: Vec<&Line> = LINES
+    let lines: Vec<&Line> = table
+        .lines
         .iter()
         .filter(|l| line_filter.as_ref().is_none_or(|f| f.iter().any(|x| name_matches(l.name, x))))
         .collect();
@@ -859,9 +1269,9 @@ fn debian_programs_behave_as_under_the_reference() {
     let elapsed = start.elapsed();
     let over_budget = elapsed > budget;
     let mut results = results.into_inner().unwrap_or_else(|e| e.into_inner());
-    results.sort_by_key(|r| (r.arch, LINES.iter().position(|l| l.name == r.line.name)));
+    results.sort_by_key(|r| (r.arch, table.lines.iter().position(|l| l.name == r.line.name)));
 
-    let xfail_path = manifest.join("tests/conformance/expected-failures.txt");
+    let xfail_path = manifest.join(table.xfail);
     let listed = if strict { BTreeSet::new() } else { expected_failures(&xfail_path) };
     let mut failures = Vec::new(); // (text) mismatches not listed, unstable references
     let mut fixed = Vec::new(); // listed but passing
@@ -891,20 +1301,24 @@ fn debian_programs_behave_as_under_the_reference() {
     // A listed line that no longer exists hides nothing, but misleads.
     let stale: Vec<String> = listed
         .iter()
-        .filter(|(a, n)| !LINES.iter().any(|l| l.name == n) || !Arch::ALL.iter().any(|x| x.debian() == a))
+        .filter(|(a, n)| !table.lines.iter().any(|l| l.name == n) || !Arch::ALL.iter().any(|x| x.debian() == a))
         .map(|(a, n)| format!("{a} {n}"))
         .collect();
 
     let mut report = String::new();
     let _ = writeln!(
         report,
-        "conformance: {} lines × {} ({}) in {:.1} s, {} parallel runs; reference run twice, emulator once",
+        "conformance ({}): {} lines × {} ({}) in {:.1} s, {} parallel runs; reference run twice, emulator once",
+        if table.dynamic { "dynamically linked programs" } else { "static programs" },
         lines.len(),
         arches.len(),
         arches.iter().map(|a| a.debian()).collect::<Vec<_>>().join(", "),
         elapsed.as_secs_f64(),
         jobs
     );
+    if table.dynamic {
+        let _ = writeln!(report, "{}", host_libc_note(&suite.cache.root(Arch::Amd64)));
+    }
     let _ =
         writeln!(report, "\n{:<22} {:<8}{:<8}{:<8} reference on arm64/s390x: why", "line", "amd64", "arm64", "s390x");
     for line in &lines {
@@ -946,20 +1360,16 @@ fn debian_programs_behave_as_under_the_reference() {
     if !known.is_empty() {
         let _ = writeln!(
             report,
-            "\n{} expected failures (xfail above; tests/conformance/expected-failures.txt; UNWINDLAB_CONFORMANCE_STRICT=1 shows their diffs)",
-            known.len()
+            "\n{} expected failures (xfail above; {}; UNWINDLAB_CONFORMANCE_STRICT=1 shows their diffs)",
+            known.len(),
+            table.xfail
         );
     }
     if !fixed.is_empty() {
-        let _ = writeln!(
-            report,
-            "\nNOW PASSING, strike from tests/conformance/expected-failures.txt ({}): {}",
-            fixed.len(),
-            fixed.join(", ")
-        );
+        let _ = writeln!(report, "\nNOW PASSING, strike from {} ({}): {}", table.xfail, fixed.len(), fixed.join(", "));
     }
     if !stale.is_empty() {
-        let _ = writeln!(report, "\nexpected-failures.txt names lines the table lacks: {}", stale.join(", "));
+        let _ = writeln!(report, "\n{} names lines the table lacks: {}", table.xfail, stale.join(", "));
     }
     if !failures.is_empty() {
         let _ = writeln!(report, "\n{} MISMATCHES:\n", failures.len());
