@@ -120,6 +120,7 @@ static TABLE: &[Def] = &[
     def("readlink",          [89, NO, 85],    fs::readlink,               Num,      &[PATH, PTR, INT]),
     def("umask",             [95, 166, 60],   fs::umask,                  Num,      &[INT]),
     def("gettimeofday",      [96, 169, 78],   time::gettimeofday,         Num,      &[PTR, PTR]),
+    def("time",              [201, NO, NO],   time::time,                 Num,      &[PTR]),
     def("getrlimit",         [97, 163, 191],  process::getrlimit,         Num,      &[RESOURCE, PTR]),
     def("sysinfo",           [99, 179, 116],  process::sysinfo,           Num,      &[PTR]),
     def("getuid",            [102, 174, 199], process::getuid,            Num,      &[]),

@@ -76,6 +76,16 @@ pub(super) fn gettimeofday(emu: &mut Emulator, [tv, tz, ..]: [u64; 6]) -> SysRes
     ok(0)
 }
 
+/// `time(tloc)`: the wall clock's seconds, also stored at `tloc` unless it
+/// is null (x86-64 only; glibc calls it there when there is no vDSO).
+pub(super) fn time(emu: &mut Emulator, [tloc, ..]: [u64; 6]) -> SysResult {
+    let secs = wall_now_ns(emu) / NS_PER_SEC;
+    if tloc != 0 {
+        emu.write_uint(tloc, 8, secs)?;
+    }
+    ok(secs)
+}
+
 /// Sleeps `ns`: alone, the clock simply moves on; with other processes,
 /// the caller sleeps until the machine's clock reaches the deadline.
 fn sleep(emu: &mut Emulator, ns: u64) -> SysResult {
