@@ -39,6 +39,7 @@ fn injected_unwinds_in_the_lab(gcc: &str, name: &str, flags: &[&str]) {
     assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
     let results = lab::validate::validate(
         &injected,
+        None,
         &["one".into(), "two".into()],
         997,
         &[kmodel::unwind::Method::Sframe],

@@ -30,9 +30,12 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// An object's file name and text range.
+type Text = (String, u64, u64);
+
 /// Text ranges of every object the guest maps in `args`' run, by file name,
 /// and the PLT sections' ranges among them.
-fn objects(arch: Arch, args: &[&str]) -> (Vec<(String, u64, u64)>, Vec<(u64, u64)>) {
+fn objects(arch: Arch, args: &[&str]) -> (Vec<Text>, Vec<(u64, u64)>) {
     let root = repo().join("guests/root").join(arch.name());
     let mut argv = vec![b"lab-dyn".to_vec()];
     argv.extend(args.iter().map(|a| a.as_bytes().to_vec()));
@@ -141,5 +144,27 @@ fn lazy_binding_stacks_are_exact_or_explained_and_samples_hit_the_resolver() {
         let t = check("lazy-binding", arch, &["lazy", "30"]);
         eprintln!("lazy-binding {arch}: {t:?}");
         assert!(t.binding_samples >= 20, "{arch}: {t:?}");
+    }
+}
+
+/// `validate` takes a dynamic program with its root and judges its stacks
+/// on every architecture.
+#[test]
+fn validate_runs_the_dynamic_guest_on_its_root() {
+    for arch in Arch::ALL {
+        let root = repo().join("guests/root").join(arch.name());
+        let results = lab::validate::validate(
+            &root.join("guests/lab-dyn"),
+            Some(&root),
+            &["plugin".into()],
+            997,
+            &[kmodel::unwind::Method::Sframe],
+            &mut |_| {},
+        )
+        .expect("validate the dynamic guest");
+        let sframe = &results["sframe"];
+        assert!(sframe.samples > 50, "{arch}: {} samples", sframe.samples);
+        assert_eq!(sframe.lost, 0, "{arch}");
+        assert!(sframe.exact > 0, "{arch}");
     }
 }

@@ -43,17 +43,19 @@ pub struct Failure {
 }
 
 /// Runs `elf` with `args` once per unwinder, sampling every `every`
-/// instructions, and tallies the verdicts.
+/// instructions, and tallies the verdicts. A dynamic program needs `root`:
+/// the host directory it sees as `/`, with its interpreter and libraries.
 pub fn validate(
     elf: &Path,
+    root: Option<&Path>,
     args: &[String],
     every: u64,
     unwinders: &[Method],
     progress: &mut dyn FnMut(Progress),
 ) -> Result<BTreeMap<String, UnwinderResult>, RunError> {
-    let arch = emu::Emulator::load(elf, emu::Config::default())
-        .map_err(|e| RunError::guest(&elf.display().to_string(), e))?
-        .arch();
+    let name = elf.display().to_string();
+    let bytes = std::fs::read(elf).map_err(|e| RunError::guest(&name, format!("{name}: {e}")))?;
+    let arch = emu::elf::Image::parse(&name, &bytes).map_err(|e| RunError::guest(&name, e))?.arch;
     let mut out = BTreeMap::new();
     for &unwinder in unwinders {
         let scenario = Scenario {
@@ -70,7 +72,7 @@ pub fn validate(
                 sframe_patch: Vec::new(),
                 files: Default::default(),
                 cwd: None,
-                root: None,
+                root: root.map(Path::to_path_buf),
             }],
             tracers: vec![Tracer::Perf {
                 name: "perf".into(),

@@ -174,10 +174,15 @@ pub(crate) fn run_replay(args: &ReplayArgs) -> i32 {
 /// Options of `validate`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ValidateArgs {
-    /// The static ELF program.
+    /// The ELF program: static, or dynamic with `--root`.
     elf: String,
     /// Its arguments.
     args: Vec<String>,
+    /// The host directory the program sees as `/` (read-only), holding a
+    /// dynamic program's interpreter and libraries, e.g. a lab root made by
+    /// `unwindlab sysroot` (default: no host files).
+    #[arg(long, value_name = "DIR")]
+    root: Option<std::path::PathBuf>,
     /// Sample every N guest instructions.
     #[arg(long, default_value_t = 997)]
     every: u64,
@@ -198,14 +203,15 @@ pub(crate) fn run_validate(args: &ValidateArgs) -> i32 {
         Some(unwinder) => vec![unwinder],
         None => vec![Method::Sframe, Method::Fp],
     };
-    let results =
-        match with_progress(|p| lab::validate::validate(Path::new(&args.elf), &args.args, args.every, &unwinders, p)) {
-            Ok(r) => r,
-            Err(e) => {
-                eprintln!("unwindlab: {}: {e}", args.elf);
-                return EXIT_USAGE;
-            }
-        };
+    let results = match with_progress(|p| {
+        lab::validate::validate(Path::new(&args.elf), args.root.as_deref(), &args.args, args.every, &unwinders, p)
+    }) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("unwindlab: {}: {e}", args.elf);
+            return EXIT_USAGE;
+        }
+    };
     if args.json {
         emit_line(&serde_json::to_string_pretty(&results).unwrap_or_default());
         return EXIT_OK;
