@@ -93,8 +93,10 @@ pub(crate) struct Clock {
     pub(crate) slept_ns: u64,
 }
 
-/// `CLOCK_REALTIME` at instruction 0: 2023-11-14 22:13:20 UTC.
-pub(crate) const REALTIME_EPOCH_NS: u64 = 1_700_000_000 * NS_PER_SEC;
+/// `CLOCK_REALTIME` at instruction 0: 2033-05-18 03:33:20 UTC, later than
+/// any host file's modification time a guest may see (tar warns of files
+/// "in the future", make rebuilds), and the same in every run.
+pub(crate) const REALTIME_EPOCH_NS: u64 = 2_000_000_000 * NS_PER_SEC;
 /// `CLOCK_MONOTONIC` at instruction 0: as if the machine had been up 1000 s.
 pub(crate) const MONOTONIC_EPOCH_NS: u64 = 1_000 * NS_PER_SEC;
 /// Nanoseconds per second.
