@@ -37,11 +37,12 @@ impl Kernel {
         result
     }
 
-    /// Removes SFrame sections starting at `sframe_start` (the prctl).
-    pub fn remove_sframe(&mut self, mm: MmId, sframe_start: u64) -> Result<(), String> {
+    /// Removes SFrame sections starting at `sframe_start`, unregistered by
+    /// `who` (the interface: "prctl", "sframe_unregister", "loader", …).
+    pub fn remove_sframe(&mut self, mm: MmId, sframe_start: u64, who: &str) -> Result<(), String> {
         let result = self.mms[mm.0].sframe.remove(sframe_start).map_err(|e| e.to_string());
         if result.is_ok() {
-            self.log(0, None, EventKind::SframeRemove { sframe: sframe_start, why: "prctl".into() });
+            self.log(0, None, EventKind::SframeRemove { sframe: sframe_start, why: who.into() });
         }
         result
     }

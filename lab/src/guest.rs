@@ -34,6 +34,8 @@ pub(crate) struct GuestRun {
     pub(crate) slow_only: Option<String>,
     /// A migration waiting for its next kernel entry.
     pub(crate) migrate_to: Option<usize>,
+    /// The simulated loader's registrations (scenario `registration: loader`).
+    pub(crate) loader: crate::loader::Loader,
 }
 
 impl GuestRun {
@@ -89,7 +91,11 @@ pub(crate) fn set_up(g: &Guest, scenario: &Scenario, k: &mut Kernel) -> Result<(
         slow: 0,
         slow_only: None,
         migrate_to: None,
+        loader: crate::loader::Loader::default(),
     };
+    let mut run = run;
+    // Exec registered what the first load mapped.
+    run.loader.skip_to(run.emu.events(), emu::FIRST_PID);
     Ok((run, symbols))
 }
 

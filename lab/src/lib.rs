@@ -19,7 +19,9 @@
 //!     and the timed events go to the model;
 //!   - `judge.rs` judges every sample against its ground truth and the run
 //!     against the scenario's expectations;
-//!   - `log.rs` writes the JSON Lines log.
+//!   - `log.rs` writes the JSON Lines log;
+//!   - [`loader`] registers sections the way a scenario's `registration`
+//!     says: exec only (upstream), or also a simulated dynamic loader.
 //! * [`report`]: what a run produces ([`Report`]), and `account.rs` its
 //!   text account ([`Report::account`]).
 //! * Views of a report: [`export`] (Chrome trace, folded stacks, Firefox
@@ -41,6 +43,7 @@ pub mod fuzz;
 mod guest;
 pub mod html;
 mod judge;
+pub mod loader;
 mod log;
 pub mod replay;
 pub mod report;

@@ -252,6 +252,10 @@ pub struct KernelConfig {
     /// When perf registers its work: at boot (upstream) or late, with its
     /// first deferred session.
     pub perf_registration: PerfRegistration,
+    /// Which interfaces register SFrame sections: `exec` (upstream: the
+    /// program and its interpreter) or `loader` (exec, plus a simulated
+    /// dynamic loader registering every object it maps).
+    pub registration: crate::loader::Registration,
 }
 
 impl Default for KernelConfig {
@@ -265,6 +269,7 @@ impl Default for KernelConfig {
             copy_on_exit_bytes: 8192,
             caller_ip_adjust: false,
             perf_registration: PerfRegistration::Boot,
+            registration: crate::loader::Registration::Exec,
         }
     }
 }

@@ -317,8 +317,15 @@ impl<'s> Run<'s> {
                 ProcessEvent::Exec { .. } => {
                     let mm = crate::guest::image_mm(&mut self.k, &mut guest.emu);
                     self.k.exec(tid, mm, regs.clone());
+                    guest.loader.skip_to(guest.emu.events(), pid);
                 }
                 _ => {}
+            }
+        }
+        if self.scenario.kernel.registration == crate::loader::Registration::Loader {
+            let guest = &mut self.guests[g];
+            if let Some(mm) = self.k.task(tid).mm {
+                guest.loader.after_syscall(&mut self.k, mm, &mut guest.emu);
             }
         }
         let mem = self.guests[g].emu.user_memory();

@@ -8,6 +8,7 @@ use std::path::Path;
 use kmodel::unwind::{Method, SframeMode};
 use serde::Serialize;
 
+use crate::loader::Registration;
 use crate::report::{Progress, RunError};
 use crate::scenario::{Guest, KernelConfig, Machine, Scenario, Tracer};
 use crate::verdict::Verdict;
@@ -27,6 +28,10 @@ pub struct UnwinderResult {
     pub lost: u64,
     /// Where it failed, most frequent first.
     pub failures: Vec<Failure>,
+    /// Whose `.sframe` sections were registered: the program's (and its
+    /// interpreter's) as exec registers them, or, for a dynamic program,
+    /// every loaded object's, as a loader registering them would.
+    pub sections: String,
 }
 
 /// A place where an unwinder went wrong or stopped early.
@@ -55,7 +60,12 @@ pub fn validate(
 ) -> Result<BTreeMap<String, UnwinderResult>, RunError> {
     let name = elf.display().to_string();
     let bytes = std::fs::read(elf).map_err(|e| RunError::guest(&name, format!("{name}: {e}")))?;
-    let arch = emu::elf::Image::parse(&name, &bytes).map_err(|e| RunError::guest(&name, e))?.arch;
+    let image = emu::elf::Image::parse(&name, &bytes).map_err(|e| RunError::guest(&name, e))?;
+    let arch = image.arch;
+    let (registration, sections) = match image.interp {
+        Some(_) => (Registration::Loader, "every loaded object's (a simulated loader registers each as it is mapped)"),
+        None => (Registration::Exec, "the program's (registered at exec)"),
+    };
     let mut out = BTreeMap::new();
     for &unwinder in unwinders {
         let scenario = Scenario {
@@ -80,8 +90,14 @@ pub fn validate(
                 user_stack: kmodel::tracer::UserStackMode::Deferred,
                 task: None,
             }],
-            // Judge one unwinder alone, whatever SFrame version the file has.
-            kernel: KernelConfig { unwinders: vec![unwinder], sframe: SframeMode::Lab, ..KernelConfig::default() },
+            // Judge one unwinder alone, whatever SFrame version the file has;
+            // for a dynamic program, every object it loads (its root's).
+            kernel: KernelConfig {
+                unwinders: vec![unwinder],
+                sframe: SframeMode::Lab,
+                registration,
+                ..KernelConfig::default()
+            },
             events: Vec::new(),
             stop_after: None,
             expect: None,
@@ -111,6 +127,7 @@ pub fn validate(
                 wrong: s.wrong,
                 lost: s.lost,
                 failures,
+                sections: sections.into(),
             },
         );
     }
@@ -133,6 +150,9 @@ pub fn text(results: &BTreeMap<String, UnwinderResult>) -> String {
             pct(r.truncated),
             pct(r.wrong)
         );
+        if r.sections.starts_with("every") {
+            out += &format!("    sections: {}\n", r.sections);
+        }
         for f in r.failures.iter().take(LISTED) {
             out += &format!("    {:6} × {:9} at {:#x} in {}\n", f.count, f.kind, f.pc, f.function);
         }
