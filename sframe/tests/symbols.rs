@@ -26,6 +26,19 @@ fn fde_starts(file: &Path) -> Vec<u64> {
     fde_ranges(&cfi, input.abi).unwrap().into_iter().map(|(start, _)| start).filter(|&s| s != 0).collect()
 }
 
+/// The shared library `lib<name>.so` built from C `source` with
+/// `gcc -O2 -fPIC -shared`.
+fn shared_lib(name: &str, source: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("symbols");
+    std::fs::create_dir_all(&dir).unwrap();
+    let c = dir.join(format!("{name}.c"));
+    std::fs::write(&c, source).unwrap();
+    let lib = dir.join(format!("lib{name}.so"));
+    let status = Command::new("gcc").args(["-O2", "-fPIC", "-shared", "-o"]).arg(&lib).arg(&c).status().unwrap();
+    assert!(status.success(), "gcc -shared {name}.c");
+    lib
+}
+
 fn symbols(file: &Path, bias: u64) -> Symbols {
     Symbols::parse(&std::fs::read(file).unwrap(), bias)
 }
@@ -69,24 +82,12 @@ fn a_stripped_shared_library_keeps_its_dynamic_symbols() {
     if !common::tools_or_skip(&["gcc", "strip"]) {
         return;
     }
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("symbols");
-    std::fs::create_dir_all(&dir).unwrap();
-    let source = dir.join("lib.c");
-    std::fs::write(
-        &source,
+    let lib = shared_lib(
+        "syms",
         "__attribute__((noinline)) static long hidden(long a) { return a * 3 + (a >> 2); }\n\
          long exported(long a) { return hidden(a) + hidden(a + 1); }\n\
          long other(long a) { return exported(a) * 2; }\n",
-    )
-    .unwrap();
-    let lib = dir.join("libsyms.so");
-    let status = Command::new("gcc")
-        .args(["-O2", "-fPIC", "-shared", "-fno-inline", "-o"])
-        .arg(&lib)
-        .arg(&source)
-        .status()
-        .unwrap();
-    assert!(status.success(), "gcc -shared");
+    );
     let full = symbols(&lib, 0);
     let address = |name: &str| full.entries().iter().find(|e| e.2 == name).unwrap_or_else(|| panic!("{name}")).0;
     let (exported, other, hidden) = (address("exported"), address("other"), address("hidden"));
@@ -98,4 +99,25 @@ fn a_stripped_shared_library_keeps_its_dynamic_symbols() {
     // A static function is in no symbol table of the stripped file.
     assert_eq!(syms.function(hidden + bias), format!("fde@{hidden:#x}"));
     every_fde_named(&bare, &syms, bias);
+}
+
+#[test]
+fn aliases_in_dynsym_prefer_the_plain_name() {
+    if !common::tools_or_skip(&["gcc", "strip"]) {
+        return;
+    }
+    let lib = shared_lib(
+        "alias",
+        "long put(long a) { return a * 5 + 1; }\n\
+         extern long __put(long) __attribute__((alias(\"put\")));\n\
+         extern long _IO_put(long) __attribute__((weak, alias(\"put\")));\n\
+         long __get(long a) { return a * 7 + 2; }\n\
+         extern long get(long) __attribute__((weak, alias(\"__get\")));\n",
+    );
+    let bare = stripped(&lib, &["--strip-all"], "libalias-stripped.so");
+    let syms = symbols(&bare, 0);
+    let address = |suffix: &str| syms.entries().iter().find(|e| e.2.ends_with(suffix)).unwrap().0;
+    assert_eq!(syms.function(address("put")), "put");
+    // A weak plain name (glibc's `snprintf`) over a global `__` one.
+    assert_eq!(syms.function(address("get")), "get");
 }

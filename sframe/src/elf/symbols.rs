@@ -26,25 +26,35 @@ impl Symbols {
     /// file was loaded otherwise): its `STT_FUNC` and `STT_GNU_IFUNC`
     /// symbols (`.symtab`, else `.dynsym`), then its FDEs no symbol covers.
     pub(crate) fn from_elf(elf: &Elf<'_>, data: &[u8], bias: u64) -> Symbols {
-        use goblin::elf::sym::{STT_FUNC, STT_GNU_IFUNC};
-        // (address, IFUNC, size, name): at one address a function's own
-        // symbol wins over an IFUNC symbol naming it (the resolver).
-        let functions = |syms: &goblin::elf::Symtab<'_>, strtab: &goblin::strtab::Strtab<'_>| {
+        use goblin::elf::sym::{STB_GLOBAL, STB_WEAK, STT_FUNC, STT_GNU_IFUNC};
+        // (address, IFUNC, rank, size, name), the first at each address
+        // kept: a function's own symbol wins over an IFUNC symbol naming it
+        // (the resolver); among `.dynsym`'s aliases (`snprintf`,
+        // `_IO_snprintf`, `__snprintf`) the rank prefers the fewest leading
+        // underscores, then global over weak.
+        let functions = |syms: &goblin::elf::Symtab<'_>, strtab: &goblin::strtab::Strtab<'_>, ranked: bool| {
             syms.iter()
                 .filter(|s| matches!(s.st_type(), STT_FUNC | STT_GNU_IFUNC) && s.st_value != 0)
                 .filter_map(|s| {
-                    let ifunc = s.st_type() == STT_GNU_IFUNC;
-                    Some((s.st_value, ifunc, s.st_size, strtab.get_at(s.st_name)?.to_string()))
+                    let name = strtab.get_at(s.st_name)?;
+                    let binding = match s.st_bind() {
+                        STB_GLOBAL => 0,
+                        STB_WEAK => 1,
+                        _ => 2,
+                    };
+                    let underscores = name.bytes().take_while(|&b| b == b'_').count();
+                    let rank = if ranked { (underscores, binding) } else { (0, 0) };
+                    Some((s.st_value, s.st_type() == STT_GNU_IFUNC, rank, s.st_size, name.to_string()))
                 })
                 .collect::<Vec<_>>()
         };
-        let mut syms = functions(&elf.syms, &elf.strtab);
+        let mut syms = functions(&elf.syms, &elf.strtab, false);
         if syms.is_empty() {
-            syms = functions(&elf.dynsyms, &elf.dynstrtab);
+            syms = functions(&elf.dynsyms, &elf.dynstrtab, true);
         }
         syms.sort();
         syms.dedup_by_key(|s| s.0);
-        let mut symbols = Symbols(syms.into_iter().map(|(address, _, size, name)| (address, size, name)).collect());
+        let mut symbols = Symbols(syms.into_iter().map(|(address, _, _, size, name)| (address, size, name)).collect());
         symbols.fill_plt(elf);
         symbols.fill_from_fdes(elf, data);
         // Unsized symbols (crt files' `_start`, `frame_dummy`, …) reach to
