@@ -224,3 +224,72 @@ impl<'a> Names<'a> {
         self.named(pc, |name, _| name.to_string())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use emu::MappedFile;
+    use std::rc::Rc;
+
+    /// The x86-64 lab guest (a static program with symbols) as the file at
+    /// guest path `path`, loaded with `bias`.
+    fn object(path: &str, bias: u64) -> Object {
+        let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../guests/bin/x86_64/lab-v3");
+        let bytes: Rc<[u8]> = std::fs::read(file).unwrap().into();
+        Object { file: Rc::new(MappedFile::new(path.as_bytes().to_vec(), 1, 2, bytes)), bias }
+    }
+
+    fn mapped(pid: Pid, object: &Object) -> Event {
+        Event::ObjectMapped { pid, icount: 0, object: object.clone() }
+    }
+
+    fn unmapped(pid: Pid, object: &Object) -> Event {
+        Event::ObjectUnmapped { pid, icount: 0, object: object.clone() }
+    }
+
+    #[test]
+    fn names_follow_each_process_over_time() {
+        const PARENT: Pid = emu::FIRST_PID;
+        const CHILD: Pid = PARENT + 1;
+        const LIB: u64 = 0x7fff_0000_0000;
+        let (main, recurse) = (0x4014f0, 0x401fb0);
+        let program = object("/guests/lab", 0);
+        let lib = object("/lib/libx.so.1", LIB);
+        let other = object("/bin/other", 0);
+        let events = [
+            mapped(PARENT, &program),  // 0
+            mapped(PARENT, &lib),      // 1
+            unmapped(PARENT, &lib),    // 2 (the child, forked at 2, keeps it)
+            unmapped(CHILD, &program), // 3: the child's execve
+            unmapped(CHILD, &lib),     // 4
+            mapped(CHILD, &other),     // 5
+        ];
+        let forks = [Fork { at: 2, parent: PARENT, child: CHILD }];
+        let at = |pid, position| Moment { pid, position };
+        let samples = BTreeMap::from([
+            (0, at(PARENT, 0)),
+            (1, at(PARENT, 2)),
+            (2, at(PARENT, 3)),
+            (3, at(CHILD, 3)),
+            (4, at(CHILD, 6)),
+        ]);
+        let symbols = GuestSymbols::new(&events, &forks, b"/guests/lab", samples, &mut SymbolCache::default());
+        let name = |sample, pc| symbols.at(sample).name(pc);
+        // Nothing mapped yet: hex.
+        assert_eq!(name(0, main + 5), "0x4014f5");
+        // The guest's own program unprefixed, a library by its file name.
+        assert_eq!(name(1, main + 5), "main+0x5");
+        assert_eq!(symbols.at(1).function(LIB + recurse + 8), "libx.so.1!recurse");
+        assert_eq!(name(1, LIB + recurse + 8), "libx.so.1!recurse+0x8");
+        // Unmapped in the parent...
+        assert_eq!(name(2, LIB + recurse), format!("{:#x}", LIB + recurse));
+        // ...but the child inherited it at the fork.
+        assert_eq!(name(3, LIB + recurse), "libx.so.1!recurse+0x0");
+        // After its execve the child runs another program: prefixed.
+        assert_eq!(name(4, main), "other!main+0x0");
+        assert_eq!(name(4, LIB + recurse), format!("{:#x}", LIB + recurse));
+        // A sample nothing is known of.
+        assert_eq!(symbols.at(99).name(main), "0x4014f0");
+        assert_eq!(Names::none().function(main), "0x4014f0");
+    }
+}
