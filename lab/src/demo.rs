@@ -11,7 +11,7 @@ use kmodel::types::ExitPath;
 use crate::report::{Report, RunError};
 use crate::runner::run;
 use crate::scenario::{Action, Guest, KernelConfig, Machine, Scenario, TimedEvent, Tracer};
-use sframe::elf::Symbols;
+use crate::symbolise::Names;
 
 fn scenario(arch: Arch, guests_dir: &Path, mode: &str, exit_path: ExitPath, events: Vec<TimedEvent>) -> Scenario {
     Scenario {
@@ -43,8 +43,8 @@ fn scenario(arch: Arch, guests_dir: &Path, mode: &str, exit_path: ExitPath, even
     }
 }
 
-fn frames(symbols: &Symbols, ips: &[u64]) -> String {
-    let names: Vec<String> = ips.iter().take(6).map(|&pc| symbols.function(pc)).collect();
+fn frames(names: Names<'_>, ips: &[u64]) -> String {
+    let names: Vec<String> = ips.iter().take(6).map(|&pc| names.function(pc)).collect();
     let more = if ips.len() > 6 { format!(" … ({} frames)", ips.len()) } else { String::new() };
     format!("{}{more}", names.join(" ← "))
 }
@@ -63,17 +63,16 @@ pub fn demo(arch: Arch, guests_dir: &Path) -> Result<Vec<String>, RunError> {
     };
     let lost = run(&scenario(arch, guests_dir, "exit", ExitPath::None, vec![exit_slow.clone()]))?;
     let kept = run(&scenario(arch, guests_dir, "exit", ExitPath::Upstream, vec![exit_slow]))?;
-    let symbols = &main.symbols["lab"];
     let mut steps = vec![format!(
         "unwindlab demo on {arch}: the guest `lab sleep` runs under the emulator on a 2-CPU kernel model; \
          perf samples it every 4,001 instructions and wants each sample's user stack."
     )];
-    steps.extend(story(&main, symbols));
+    steps.extend(story(&main));
     steps.extend(exit_story(&lost, &kept));
     Ok(steps)
 }
 
-fn story(r: &Report, symbols: &Symbols) -> Vec<String> {
+fn story(r: &Report) -> Vec<String> {
     let mut steps = Vec::new();
     let first = r.samples.first();
     if let Some(s) = first {
@@ -84,7 +83,7 @@ fn story(r: &Report, symbols: &Symbols) -> Vec<String> {
              stack later: unwind_deferred_request().",
             s.cpu,
             s.truth[0],
-            symbols.function(s.truth[0])
+            r.names(s).function(s.truth[0])
         ));
     }
     let mut seen_request = false;
@@ -112,14 +111,15 @@ fn story(r: &Report, symbols: &Symbols) -> Vec<String> {
             }
             EventKind::Callback { cookie, nr, .. } if !seen_callback => {
                 seen_callback = true;
-                let delivered = r.samples.first().and_then(|s| s.delivered.clone()).unwrap_or_default();
+                let first = r.samples.first();
+                let delivered = first.and_then(|s| s.delivered.clone()).unwrap_or_default();
                 steps.push(format!(
                     "4. perf's callback writes PERF_RECORD_CALLCHAIN_DEFERRED (cookie {:#x}, {nr} frames) into the \
                      buffer of CPU {}: {}. The perf tool joins it to the sample by (task, cookie). Verdict against \
                      the emulator's ground truth: {}.",
                     cookie.id(),
                     e.cpu,
-                    frames(symbols, &delivered),
+                    frames(first.map_or_else(Names::none, |s| r.names(s)), &delivered),
                     r.samples.first().map_or("none", |s| s.verdict.kind())
                 ));
             }

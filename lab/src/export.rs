@@ -176,11 +176,11 @@ pub fn chrome_trace(report: &Report) -> Value {
 pub fn stacks(report: &Report) -> BTreeMap<Vec<String>, u64> {
     let mut counts: BTreeMap<Vec<String>, u64> = BTreeMap::new();
     for s in &report.samples {
-        let syms = &report.symbols[&s.guest];
+        let names = report.names(s);
         let mut frames: Vec<String> = vec![s.guest.clone()];
         match (&s.verdict, &s.delivered) {
             (Verdict::Lost { .. }, _) | (_, None) => frames.push("[lost]".into()),
-            (_, Some(ips)) => frames.extend(ips.iter().rev().map(|&pc| syms.function(pc))),
+            (_, Some(ips)) => frames.extend(ips.iter().rev().map(|&pc| names.function(pc))),
         }
         *counts.entry(frames).or_insert(0) += 1;
     }
@@ -226,14 +226,15 @@ pub fn firefox(report: &Report) -> Value {
         let process = profile.add_process(&g.name, i as u32 + 1, start);
         let thread = profile.add_thread(process, i as u32 + 1, start, true);
         profile.set_thread_name(thread, &g.name);
-        threads.insert(g.name.clone(), (thread, &report.symbols[&g.name]));
+        threads.insert(g.name.clone(), thread);
     }
     for s in &report.samples {
-        let Some((thread, symbols)) = threads.get(&s.guest) else { continue };
+        let Some(thread) = threads.get(&s.guest) else { continue };
+        let names = report.names(s);
         let mut labels: Vec<(String, fxprof_processed_profile::CategoryHandle)> = match (&s.verdict, &s.delivered) {
             (Verdict::Lost { why }, _) => vec![(format!("[lost: {why}]"), lost)],
             (_, None) => vec![("[lost]".to_string(), lost)],
-            (_, Some(ips)) => ips.iter().rev().map(|&pc| (symbols.name(pc), user)).collect(),
+            (_, Some(ips)) => ips.iter().rev().map(|&pc| (names.name(pc), user)).collect(),
         };
         labels.extend(s.kernel.iter().rev().map(|&pc| (format!("[kernel] {pc:#x}"), kernel)));
         let frames: Vec<FrameInfo> = labels

@@ -1,12 +1,10 @@
 //! Setting a guest up: its program loaded into the emulator (its `.sframe`
 //! patched first if the scenario says so, found with the sframe crate's ELF
-//! glue), its function symbols, and its task in the kernel model with the
-//! section registered.
+//! glue), and its task in the kernel model with the section registered.
 
 use emu::{Config, Emulator};
 use kmodel::kernel::Kernel;
 use kmodel::types::Tid;
-use sframe::elf::Symbols;
 
 use crate::report::RunError;
 use crate::scenario::{Guest, Scenario};
@@ -36,6 +34,11 @@ pub(crate) struct GuestRun {
     pub(crate) migrate_to: Option<usize>,
     /// The simulated loader's registrations (scenario `registration: loader`).
     pub(crate) loader: crate::loader::Loader,
+    /// The guest path of its program (`/guests/NAME`): frames there are
+    /// named without the object's name.
+    pub(crate) exe: Vec<u8>,
+    /// Its processes' forks, for the objects a child starts with.
+    pub(crate) forks: Vec<crate::symbolise::Fork>,
 }
 
 impl GuestRun {
@@ -48,20 +51,21 @@ impl GuestRun {
 
 /// Loads guest `g` of `scenario` and gives the kernel model its address
 /// space, its `.sframe` and its task.
-pub(crate) fn set_up(g: &Guest, scenario: &Scenario, k: &mut Kernel) -> Result<(GuestRun, Symbols), RunError> {
+pub(crate) fn set_up(g: &Guest, scenario: &Scenario, k: &mut Kernel) -> Result<GuestRun, RunError> {
     let arch = scenario.machine.arch;
     // argv[0] and /proc/self/exe must not depend on where the checkout
     // is: their lengths change the guest's instruction counts.
     let file_name = g.path.file_name().map_or_else(|| g.name.clone(), |n| n.to_string_lossy().into_owned());
     let mut args = vec![file_name.clone().into_bytes()];
     args.extend(g.args.iter().map(|a| a.clone().into_bytes()));
+    let exe = format!("/guests/{file_name}").into_bytes();
     let config = Config {
         args,
         stdin: emu::Stdin::Bytes(g.stdin.clone().into_bytes()),
         capture_output: true,
         passthrough: false,
         seed: scenario.seed,
-        exe_path: Some(format!("/guests/{file_name}").into_bytes()),
+        exe_path: Some(exe.clone()),
         files: g.files.iter().map(|(p, c)| (p.clone().into_bytes(), c.clone().into_bytes())).collect(),
         cwd: g.cwd.clone().map(String::into_bytes),
         root: g.root.clone(),
@@ -74,7 +78,7 @@ pub(crate) fn set_up(g: &Guest, scenario: &Scenario, k: &mut Kernel) -> Result<(
     if let Some(root) = g.root.as_ref().filter(|r| !r.is_dir()) {
         return Err(RunError::guest(&g.name, format!("root {}: no such host directory", root.display())));
     }
-    let (mut emu, symbols) = load(g, config)?;
+    let mut emu = load(g, config)?;
     if emu.arch() != arch {
         return Err(RunError::guest(&g.name, format!("is not an {arch} program")));
     }
@@ -92,11 +96,13 @@ pub(crate) fn set_up(g: &Guest, scenario: &Scenario, k: &mut Kernel) -> Result<(
         slow_only: None,
         migrate_to: None,
         loader: crate::loader::Loader::default(),
+        exe,
+        forks: Vec::new(),
     };
     let mut run = run;
     // Exec registered what the first load mapped.
     run.loader.skip_to(run.emu.events(), emu::FIRST_PID);
-    Ok((run, symbols))
+    Ok(run)
 }
 
 /// A new mm in the model for the program `emu` has just loaded (at start
@@ -117,7 +123,7 @@ pub(crate) fn image_mm(k: &mut Kernel, emu: &mut Emulator) -> kmodel::types::MmI
 
 /// Loads a guest, with its `.sframe` patched first if the scenario says so
 /// (in the file's bytes: the section is read-only once loaded).
-fn load(g: &Guest, config: Config) -> Result<(Emulator, Symbols), RunError> {
+fn load(g: &Guest, config: Config) -> Result<Emulator, RunError> {
     let mut bytes =
         std::fs::read(&g.path).map_err(|e| RunError::guest(&g.name, format!("{}: {e}", g.path.display())))?;
     if !g.sframe_patch.is_empty() {
@@ -131,7 +137,5 @@ fn load(g: &Guest, config: Config) -> Result<(Emulator, Symbols), RunError> {
             }
         }
     }
-    let emu = Emulator::new(&g.path.display().to_string(), &bytes, config).map_err(|e| RunError::guest(&g.name, e))?;
-    let symbols = Symbols::parse(&bytes, emu.image().bias);
-    Ok((emu, symbols))
+    Emulator::new(&g.path.display().to_string(), &bytes, config).map_err(|e| RunError::guest(&g.name, e))
 }

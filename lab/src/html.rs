@@ -165,7 +165,7 @@ fn samples(r: &Report, out: &mut String) {
         "<table><tr><th>#</th><th>CPU</th><th>instr.</th><th>verdict</th><th>ground truth</th><th>delivered</th></tr>",
     );
     for s in r.samples.iter().take(MAX_SAMPLES) {
-        let syms = &r.symbols[&s.guest];
+        let names = r.names(s);
         let bad_from = match s.verdict {
             Verdict::Wrong { frame, .. } => frame,
             Verdict::Truncated { frames, .. } => frames,
@@ -177,7 +177,7 @@ fn samples(r: &Report, out: &mut String) {
                 .enumerate()
                 .map(|(i, &pc)| {
                     let class = if mark && i >= bad_from { " class=\"bad\"" } else { "" };
-                    format!("<div{class}><code>{pc:#x}</code> {}</div>", esc(&syms.name(pc)))
+                    format!("<div{class}><code>{pc:#x}</code> {}</div>", esc(&names.name(pc)))
                 })
                 .collect()
         };

@@ -22,6 +22,8 @@ pub(crate) struct SampleInfo {
     pub(crate) icount: u64,
     /// Ground truth: PC, then return addresses.
     pub(crate) truth: Vec<u64>,
+    /// The process it hit and the objects it had mapped then.
+    pub(crate) moment: crate::symbolise::Moment,
 }
 
 /// Why a sample's stack never arrived (`delivered_empty`: an empty stack

@@ -12,8 +12,7 @@
 //!   the private parts of a run together:
 //!   - `guest.rs` sets each guest up: its program in the emulator (its
 //!     `.sframe` patched first if the scenario says so, found with
-//!     `sframe::elf`), its function symbols ([`sframe::elf::Symbols`]), its
-//!     task and `.sframe` in the model;
+//!     `sframe::elf`), its task and `.sframe` in the model;
 //!   - `schedule.rs` is the deterministic scheduler: the guest with the
 //!     fewest instructions runs next; system calls, sampling NMIs, exits
 //!     and the timed events go to the model;
@@ -24,6 +23,10 @@
 //!     says: exec only (upstream), or also a simulated dynamic loader.
 //! * [`report`]: what a run produces ([`Report`]), and `account.rs` its
 //!   text account ([`Report::account`]).
+//! * [`symbolise`]: every frame named as its sample's process had its ELF
+//!   objects mapped then ([`Report::names`]: `main+0x5`,
+//!   `libc.so.6!puts+0x1c`), from the emulator's object events and the
+//!   forks; the objects' functions from [`sframe::elf::Symbols`].
 //! * Views of a report: [`export`] (Chrome trace, folded stacks, Firefox
 //!   Profiler) and [`html`].
 //! * Built on runs: [`replay`], [`validate`] (a binary sampled per
@@ -50,6 +53,7 @@ pub mod report;
 pub mod runner;
 pub mod scenario;
 mod schedule;
+pub mod symbolise;
 pub mod sysroot;
 pub mod validate;
 pub mod verdict;

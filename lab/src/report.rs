@@ -6,9 +6,9 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use sframe::elf::Symbols;
 
 use crate::scenario::Scenario;
+use crate::symbolise::{GuestSymbols, Names};
 use crate::verdict::Verdict;
 
 /// Why a scenario could not be run.
@@ -146,12 +146,20 @@ pub struct Report {
     /// The kernel model's events (the structured form of most of the log).
     #[serde(skip)]
     pub kernel_events: Vec<kmodel::event::Event>,
-    /// Each guest's function symbols, at its load address.
+    /// Each guest's symboliser: the objects its processes had mapped over
+    /// the run, with their functions.
     #[serde(skip)]
-    pub symbols: BTreeMap<String, Symbols>,
+    pub symbols: BTreeMap<String, GuestSymbols>,
 }
 
 impl Report {
+    /// The names of code addresses as sample `s` saw them: `main+0x5` in
+    /// its guest's program, `libc.so.6!puts+0x1c` in another object, hex in
+    /// none. Every view of a report names frames this way.
+    pub fn names(&self, s: &SampleResult) -> Names<'_> {
+        self.symbols.get(&s.guest).map_or_else(Names::none, |g| g.at(s.sample))
+    }
+
     /// The event log as a JSON Lines file's text.
     pub fn log_text(&self) -> String {
         let mut text = self.log.join("\n");

@@ -13,6 +13,7 @@ use kmodel::unwind::UnwindConfig;
 use crate::report::{GuestResult, Progress, Report, RunError};
 use crate::scenario::Scenario;
 use crate::schedule::Run;
+use crate::symbolise::{GuestSymbols, SymbolCache};
 
 /// Runs a scenario to the end and judges every sample.
 pub fn run(scenario: &Scenario) -> Result<Report, RunError> {
@@ -49,15 +50,12 @@ pub fn run_with_progress(scenario: &Scenario, progress: &mut dyn FnMut(Progress)
     let mut k = Kernel::new(kernel_options(scenario));
     k.set_checks(true);
     let mut guests = Vec::new();
-    let mut symbols = BTreeMap::new();
     for g in &scenario.guests {
-        let (guest, guest_symbols) = crate::guest::set_up(g, scenario, &mut k)?;
-        symbols.insert(g.name.clone(), guest_symbols);
-        guests.push(guest);
+        guests.push(crate::guest::set_up(g, scenario, &mut k)?);
     }
     let mut run = Run::new(scenario, k, guests);
     run.main_loop(progress)?;
-    Ok(report(run, symbols))
+    Ok(report(run))
 }
 
 /// The log lines of the run's inputs: guest by guest in scenario order,
@@ -79,8 +77,22 @@ fn input_lines(run: &Run<'_>) -> Vec<String> {
     lines
 }
 
+/// Each guest's symboliser: the objects its processes had mapped, from its
+/// emulator's events and its forks, and where each of its samples was taken.
+fn symbols(run: &Run<'_>) -> BTreeMap<String, GuestSymbols> {
+    let mut cache = SymbolCache::default();
+    let mut out = BTreeMap::new();
+    for (i, guest) in run.guests.iter().enumerate() {
+        let samples = run.samples.iter().filter(|(_, s)| s.guest == i).map(|(&n, s)| (n, s.moment)).collect();
+        let symbols = GuestSymbols::new(guest.emu.events(), &guest.forks, &guest.exe, samples, &mut cache);
+        out.insert(guest.name.clone(), symbols);
+    }
+    out
+}
+
 /// The report of a finished run.
-fn report(mut run: Run<'_>, symbols: BTreeMap<String, sframe::elf::Symbols>) -> Report {
+fn report(mut run: Run<'_>) -> Report {
+    let symbols = symbols(&run);
     let (samples, mut summary) = crate::judge::samples(&run.k, &run.samples, &run.guests, &run.cancelled);
     let k = &mut run.k;
     summary.samples = k.tracers().samples;

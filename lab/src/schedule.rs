@@ -231,9 +231,10 @@ impl<'s> Run<'s> {
         if self.k.task(guest.tid()).mm.is_none() {
             return Err(RunError::guest(&guest.name, "sampled after its exit_mm()"));
         }
+        let moment = crate::symbolise::Moment { pid: guest.emu.pid(), position: guest.emu.events().len() };
         let mem = guest.emu.user_memory();
         self.extra.push((self.k.events().len(), crate::log::sample_line(seq, &guest.name, cpu, icount, &truth)));
-        self.samples.insert(seq, SampleInfo { guest: g, cpu, icount, truth });
+        self.samples.insert(seq, SampleInfo { guest: g, cpu, icount, truth, moment });
         self.k.nmi(cpu, in_user.then_some(regs), &mem);
         Ok(())
     }
@@ -308,9 +309,11 @@ impl<'s> Run<'s> {
                 // copy_process(): the child starts with no deferred state
                 // (unwind_task_init) and an empty SFrame table; its first
                 // run is a return from the call.
-                ProcessEvent::Fork { child, .. } => {
+                ProcessEvent::Fork { parent, child } => {
                     let task = self.k.fork(tid, guest.cpu);
                     guest.tasks.insert(child, task);
+                    // The child has its parent's objects (no events say so).
+                    guest.forks.push(crate::symbolise::Fork { at: guest.emu.events().len(), parent, child });
                 }
                 // The new image's mm with its section, and its registers:
                 // what a pending request walks on the way out.

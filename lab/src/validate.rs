@@ -111,7 +111,7 @@ pub fn validate(
                 _ => continue,
             };
             let pc = s.truth.get(at).copied().unwrap_or(0);
-            let function = report.symbols.get("guest").map_or_else(|| format!("{pc:#x}"), |s| s.function(pc));
+            let function = report.names(s).function(pc);
             *failures.entry((function, pc, kind)).or_insert(0) += 1;
         }
         let mut failures: Vec<Failure> =

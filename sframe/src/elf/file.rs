@@ -199,33 +199,12 @@ pub struct CfiInput {
 /// ```
 #[cfg(feature = "generate")]
 pub fn load_cfi(path: &str) -> Result<CfiInput, InputError> {
-    use crate::write::generate::CfiKind;
-    use goblin::elf::header::{EM_AARCH64, EM_S390, EM_X86_64};
     let data = std::fs::read(path).map_err(|source| InputError::Io { path: path.into(), source })?;
     let bad = |reason: String| InputError::BadElf { path: path.into(), reason };
     let elf = Elf::parse(&data).map_err(|e| bad(e.to_string()))?;
-    let abi = match (elf.header.e_machine, elf.is_64, elf.little_endian) {
-        (EM_X86_64, true, true) => Abi::Amd64,
-        (EM_AARCH64, true, true) => Abi::Aarch64Little,
-        (EM_AARCH64, true, false) => Abi::Aarch64Big,
-        (EM_S390, true, false) => Abi::S390x,
-        (machine, is_64, _) => {
-            return Err(bad(format!(
-                "SFrame has no ABI for this machine (e_machine {machine}, {}-bit)",
-                if is_64 { 64 } else { 32 }
-            )))
-        }
-    };
-    let section = |name: &str| {
-        elf.section_headers.iter().find(|sh| elf.shdr_strtab.get_at(sh.sh_name) == Some(name) && sh.sh_size > 0)
-    };
-    let (kind, sh) = match (section(".eh_frame"), section(".debug_frame")) {
-        (Some(sh), _) => (CfiKind::EhFrame, sh),
-        (None, Some(sh)) => (CfiKind::DebugFrame, sh),
-        (None, None) => return Err(bad("no .eh_frame or .debug_frame section: no CFI to generate SFrame from".into())),
-    };
-    let range = (sh.sh_offset as usize)..(sh.sh_offset as usize).saturating_add(sh.sh_size as usize);
-    let cfi = data.get(range).ok_or_else(|| bad("CFI section lies outside the file".into()))?.to_vec();
+    let abi = sframe_abi(&elf).map_err(bad)?;
+    let cfi = cfi_section(&elf, &data).map_err(bad)?;
+    let (kind, cfi_address, cfi) = (cfi.kind, cfi.address, cfi.data.to_vec());
     let text_bytes = elf
         .section_headers
         .iter()
@@ -233,14 +212,50 @@ pub fn load_cfi(path: &str) -> Result<CfiInput, InputError> {
         .map(|sh| sh.sh_size)
         // Sizes come from the file: a corrupt one must not overflow.
         .fold(0u64, u64::saturating_add);
-    let symbols = super::symbols::Symbols::from_elf(&elf, 0);
-    Ok(CfiInput { abi, kind, cfi_address: sh.sh_addr, cfi, text_bytes, symbols, data })
+    let symbols = super::symbols::Symbols::from_elf(&elf, &data, 0);
+    Ok(CfiInput { abi, kind, cfi_address, cfi, text_bytes, symbols, data })
+}
+
+/// The SFrame ABI of an ELF file's machine, or why it has none.
+#[cfg(feature = "generate")]
+pub(crate) fn sframe_abi(elf: &Elf<'_>) -> Result<Abi, String> {
+    use goblin::elf::header::{EM_AARCH64, EM_S390, EM_X86_64};
+    match (elf.header.e_machine, elf.is_64, elf.little_endian) {
+        (EM_X86_64, true, true) => Ok(Abi::Amd64),
+        (EM_AARCH64, true, true) => Ok(Abi::Aarch64Little),
+        (EM_AARCH64, true, false) => Ok(Abi::Aarch64Big),
+        (EM_S390, true, false) => Ok(Abi::S390x),
+        (machine, is_64, _) => Err(format!(
+            "SFrame has no ABI for this machine (e_machine {machine}, {}-bit)",
+            if is_64 { 64 } else { 32 }
+        )),
+    }
+}
+
+/// The DWARF CFI of the ELF file `data` (parsed as `elf`): `.eh_frame`,
+/// else `.debug_frame`, at its section address.
+#[cfg(feature = "generate")]
+pub(crate) fn cfi_section<'d>(elf: &Elf<'_>, data: &'d [u8]) -> Result<crate::write::generate::Cfi<'d>, String> {
+    use crate::write::generate::{Cfi, CfiKind};
+    let section = |name: &str| {
+        elf.section_headers.iter().find(|sh| elf.shdr_strtab.get_at(sh.sh_name) == Some(name) && sh.sh_size > 0)
+    };
+    let (kind, sh) = match (section(".eh_frame"), section(".debug_frame")) {
+        (Some(sh), _) => (CfiKind::EhFrame, sh),
+        (None, Some(sh)) => (CfiKind::DebugFrame, sh),
+        (None, None) => return Err("no .eh_frame or .debug_frame section: no CFI to generate SFrame from".into()),
+    };
+    let range = (sh.sh_offset as usize)..(sh.sh_offset as usize).saturating_add(sh.sh_size as usize);
+    let data = data.get(range).ok_or_else(|| "CFI section lies outside the file".to_string())?;
+    Ok(Cfi { kind, data, address: sh.sh_addr })
 }
 
 #[cfg(feature = "generate")]
 impl CfiInput {
-    /// The name of the function containing `address`, if a symbol says.
+    /// The name of the function containing `address`, if a symbol (or a
+    /// PLT section) says: not the `fde@0x…` names [`Symbols`](super::Symbols)
+    /// gives stripped functions, which would only repeat the FDE's address.
     pub fn function_name(&self, address: u64) -> Option<&str> {
-        self.symbols.lookup(address).map(|(name, _)| name)
+        self.symbols.lookup(address).map(|(name, _)| name).filter(|name| !name.starts_with("fde@"))
     }
 }

@@ -133,37 +133,16 @@ pub enum GenError {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn generate(cfi: &Cfi<'_>, abi: Abi, version: Version) -> Result<Generated, GenError> {
-    let endian = match abi.endian() {
-        Endian::Little => RunTimeEndian::Little,
-        Endian::Big => RunTimeEndian::Big,
-    };
-    // gimli does not know AArch64's 'B' augmentation (PAC with the B key):
-    // note which CIEs carry it and let gimli see a harmless letter instead.
-    let (data, b_key_cies) = mask_b_key_augmentation(cfi, abi);
-    let bases = match cfi.kind {
-        CfiKind::EhFrame => BaseAddresses::default().set_eh_frame(cfi.address),
-        CfiKind::DebugFrame => BaseAddresses::default(),
-    };
     let encoding = Encoding::gas(version, abi);
-    let mut out = Output { encoding, functions: Vec::new(), covered: Vec::new(), skipped: Vec::new(), fdes: 0 };
-    match cfi.kind {
-        CfiKind::EhFrame => {
-            let mut section = EhFrame::new(&data, endian);
-            section.set_address_size(8);
-            if abi.is_aarch64() {
-                section.set_vendor(Vendor::AArch64);
-            }
-            walk(&section, &bases, &data, cfi.kind, &b_key_cies, &mut out)?;
-        }
-        CfiKind::DebugFrame => {
-            let mut section = DebugFrame::new(&data, endian);
-            section.set_address_size(8);
-            if abi.is_aarch64() {
-                section.set_vendor(Vendor::AArch64);
-            }
-            walk(&section, &bases, &data, cfi.kind, &b_key_cies, &mut out)?;
-        }
-    }
+    let mut out = Output {
+        encoding,
+        ctx: Box::new(UnwindContext::new()),
+        functions: Vec::new(),
+        covered: Vec::new(),
+        skipped: Vec::new(),
+        fdes: 0,
+    };
+    walk_fdes(cfi, abi, &mut out)?;
     out.functions.sort_by_key(|f| f.start);
     out.covered.sort_by_key(|c| c.start);
     Ok(Generated {
@@ -181,25 +160,107 @@ pub fn generate(cfi: &Cfi<'_>, abi: Abi, version: Version) -> Result<Generated, 
     })
 }
 
-struct Output {
-    encoding: Encoding,
-    functions: Vec<RawFunction>,
-    covered: Vec<Covered>,
-    skipped: Vec<Skipped>,
-    fdes: usize,
+/// The code range of every FDE of `cfi` as `abi` reads it: (start, size)
+/// in CFI order, at the addresses the CFI gives (link-time addresses for a
+/// file's `.eh_frame` at its section address). FDEs that cannot be parsed
+/// are left out; empty ones are kept.
+///
+/// ```
+/// use sframe::write::generate::{fde_ranges, Cfi, CfiKind};
+/// use sframe::Abi;
+///
+/// // A little-endian .debug_frame: one CIE, one FDE for 0x401000 (32 bytes).
+/// #[rustfmt::skip]
+/// let cfi: Vec<u8> = [
+///     &[20, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 1, 0, 1, 0x78, 16][..],
+///     &[0x0c, 7, 8, 0x90, 1, 0, 0, 0, 0, 0, 0][..],
+///     &[28, 0, 0, 0, 0, 0, 0, 0][..],
+///     &0x401000u64.to_le_bytes(),
+///     &32u64.to_le_bytes(),
+///     &[0x41, 0x0e, 16, 0x86, 2, 0, 0, 0][..],
+/// ].concat();
+/// let cfi = Cfi { kind: CfiKind::DebugFrame, data: &cfi, address: 0 };
+/// assert_eq!(fde_ranges(&cfi, Abi::Amd64)?, vec![(0x401000, 32)]);
+/// # Ok::<(), sframe::write::generate::GenError>(())
+/// ```
+pub fn fde_ranges(cfi: &Cfi<'_>, abi: Abi) -> Result<Vec<(u64, u64)>, GenError> {
+    struct Ranges(Vec<(u64, u64)>);
+    impl FdeVisitor for Ranges {
+        fn fde<'a, S: UnwindSection<Slice<'a>>>(&mut self, _: &Walk<'_, 'a, S>, fde: ParsedFde<'a>) {
+            if let Ok(fde) = fde {
+                self.0.push((fde.initial_address(), fde.len()));
+            }
+        }
+    }
+    let mut ranges = Ranges(Vec::new());
+    walk_fdes(cfi, abi, &mut ranges)?;
+    Ok(ranges.0)
 }
 
 type Slice<'a> = gimli::EndianSlice<'a, RunTimeEndian>;
 
-fn walk<'a, S: UnwindSection<Slice<'a>>>(
+/// An FDE as gimli parsed it (with its CIE), or why it could not.
+type ParsedFde<'a> = gimli::Result<gimli::FrameDescriptionEntry<Slice<'a>>>;
+
+/// The CFI section an FDE is walked in, for evaluating its rows.
+struct Walk<'w, 'a, S> {
+    section: &'w S,
+    bases: &'w BaseAddresses,
+    /// The section's bytes (with AArch64's 'B' masked).
+    data: &'a [u8],
+    /// Per CIE that had 'B': its offset and whether it also had a real 'S'.
+    b_key_cies: &'w [(usize, bool)],
+}
+
+/// What a walk over the FDEs of a CFI section does with each of them.
+trait FdeVisitor {
+    /// Called once per FDE, in section order.
+    fn fde<'a, S: UnwindSection<Slice<'a>>>(&mut self, walk: &Walk<'_, 'a, S>, fde: ParsedFde<'a>);
+}
+
+/// Parses every FDE of `cfi` as `abi` reads it (its byte order, AArch64's
+/// augmentations) and hands each to `visitor`.
+fn walk_fdes<V: FdeVisitor>(cfi: &Cfi<'_>, abi: Abi, visitor: &mut V) -> Result<(), GenError> {
+    let endian = match abi.endian() {
+        Endian::Little => RunTimeEndian::Little,
+        Endian::Big => RunTimeEndian::Big,
+    };
+    // gimli does not know AArch64's 'B' augmentation (PAC with the B key):
+    // note which CIEs carry it and let gimli see a harmless letter instead.
+    let (data, b_key_cies) = mask_b_key_augmentation(cfi, abi);
+    let bases = match cfi.kind {
+        CfiKind::EhFrame => BaseAddresses::default().set_eh_frame(cfi.address),
+        CfiKind::DebugFrame => BaseAddresses::default(),
+    };
+    match cfi.kind {
+        CfiKind::EhFrame => {
+            let mut section = EhFrame::new(&data, endian);
+            section.set_address_size(8);
+            if abi.is_aarch64() {
+                section.set_vendor(Vendor::AArch64);
+            }
+            walk(&section, &bases, &data, cfi.kind, &b_key_cies, visitor)
+        }
+        CfiKind::DebugFrame => {
+            let mut section = DebugFrame::new(&data, endian);
+            section.set_address_size(8);
+            if abi.is_aarch64() {
+                section.set_vendor(Vendor::AArch64);
+            }
+            walk(&section, &bases, &data, cfi.kind, &b_key_cies, visitor)
+        }
+    }
+}
+
+fn walk<'a, S: UnwindSection<Slice<'a>>, V: FdeVisitor>(
     section: &S,
     bases: &BaseAddresses,
-    data: &[u8],
+    data: &'a [u8],
     kind: CfiKind,
     b_key_cies: &[(usize, bool)],
-    out: &mut Output,
+    visitor: &mut V,
 ) -> Result<(), GenError> {
-    let mut ctx = Box::new(UnwindContext::new());
+    let walk = Walk { section, bases, data, b_key_cies };
     let mut entries = section.entries(bases);
     loop {
         let entry = match entries.next() {
@@ -208,12 +269,29 @@ fn walk<'a, S: UnwindSection<Slice<'a>>>(
             Err(e) => return Err(GenError::BadCfi { kind, offset: 0, reason: e.to_string() }),
         };
         let CieOrFde::Fde(partial) = entry else { continue };
+        visitor.fde(&walk, partial.parse(|s, b, o| s.cie_from_offset(b, o)));
+    }
+}
+
+struct Output {
+    encoding: Encoding,
+    ctx: Box<UnwindContext<usize>>,
+    functions: Vec<RawFunction>,
+    covered: Vec<Covered>,
+    skipped: Vec<Skipped>,
+    fdes: usize,
+}
+
+impl FdeVisitor for Output {
+    /// Evaluates the FDE's rows and translates them, or notes why not.
+    fn fde<'a, S: UnwindSection<Slice<'a>>>(&mut self, walk: &Walk<'_, 'a, S>, fde: ParsedFde<'a>) {
+        let out = self;
         out.fdes += 1;
-        let fde = match partial.parse(|s, b, o| s.cie_from_offset(b, o)) {
+        let fde = match fde {
             Ok(fde) => fde,
             Err(e) => {
                 out.skipped.push(Skipped { start: 0, size: 0, at: 0, reason: format!("unparsable FDE: {e}") });
-                continue;
+                return;
             }
         };
         let start = fde.initial_address();
@@ -221,27 +299,27 @@ fn walk<'a, S: UnwindSection<Slice<'a>>>(
         let skip = |at: u64, reason: String| Skipped { start, size, at, reason };
         let Ok(size32) = u32::try_from(size) else {
             out.skipped.push(skip(start, "function larger than 4 GiB".into()));
-            continue;
+            return;
         };
         if size == 0 {
             out.skipped.push(skip(start, "empty function".into()));
-            continue;
+            return;
         }
         let cie_offset = fde.cie().offset();
-        let masked = b_key_cies.iter().find(|(at, _)| *at == cie_offset);
+        let masked = walk.b_key_cies.iter().find(|(at, _)| *at == cie_offset);
         let pauth_key_b = masked.is_some();
         let signal = fde.is_signal_trampoline() && masked.is_none_or(|(_, had_s)| *had_s);
         if signal && out.encoding.version < Version::V3 {
             out.skipped.push(skip(start, "signal frame (needs SFrame V3)".into()));
-            continue;
+            return;
         }
         let mut rows: Vec<(u64, Translated)> = Vec::new();
         let mut failure = None;
-        match fde.rows(section, bases, &mut ctx) {
+        match fde.rows(walk.section, walk.bases, &mut out.ctx) {
             Err(e) => failure = Some((start, format!("CFI evaluation failed: {e}"))),
             Ok(mut table) => loop {
                 match table.next_row() {
-                    Ok(Some(row)) => match translate(out.encoding.abi, data, row) {
+                    Ok(Some(row)) => match translate(out.encoding.abi, walk.data, row) {
                         Ok(t) => rows.push((row.start_address(), t)),
                         Err(reason) => {
                             failure = Some((row.start_address(), reason.to_string()));
@@ -258,7 +336,7 @@ fn walk<'a, S: UnwindSection<Slice<'a>>>(
         }
         if let Some((at, reason)) = failure {
             out.skipped.push(skip(at, reason));
-            continue;
+            return;
         }
         match build_functions(&out.encoding, start, size32, pauth_key_b, signal, &rows) {
             Ok(functions) => {

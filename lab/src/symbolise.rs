@@ -1,0 +1,295 @@
+//! Naming the code addresses of a guest's stacks. Each of its processes
+//! has, over time, its own set of ELF objects mapped (the program, `ld.so`,
+//! every library, each `dlopen`): the emulator reports them as
+//! `ObjectMapped`/`ObjectUnmapped` events, and a forked child starts with
+//! its parent's. [`GuestSymbols`] keeps that history per process, with each
+//! object's functions ([`Symbols`]) parsed once per file, and names every
+//! address as the process it was sampled in saw it at that moment:
+//! `main+0x5` in the guest's own program (as for static programs),
+//! `libc.so.6!__libc_start_call_main+0x7a` in any other object, the hex
+//! address in none. Every view of a report names frames this way.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use emu::{Event, Object, Pid};
+use sframe::elf::Symbols;
+
+/// One object as a process had it mapped.
+#[derive(Debug, Clone)]
+struct Mapped {
+    /// `None` for the guest's own program, else its file name (`libc.so.6`).
+    prefix: Option<String>,
+    /// Its load bias: the symbols are at link-time addresses.
+    bias: u64,
+    /// Lowest and one past the highest address its segments occupy.
+    span: (u64, u64),
+    /// Its functions.
+    symbols: Arc<Symbols>,
+}
+
+/// A stretch of a process's life during which it had an object mapped, in
+/// positions of the guest's emulator event list: live at positions `from`
+/// (inclusive) to `to` (exclusive).
+#[derive(Debug, Clone)]
+struct Span {
+    /// Index into [`GuestSymbols::objects`].
+    object: usize,
+    from: usize,
+    to: usize,
+}
+
+/// Where a sample was taken: its process, and how many of the guest's
+/// emulator events had happened then.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Moment {
+    /// The process on the CPU.
+    pub(crate) pid: Pid,
+    /// Length of the emulator's event list at the sample.
+    pub(crate) position: usize,
+}
+
+/// A fork: the child gets the parent's objects as they are at `at`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Fork {
+    /// When, as a [`Moment`]'s position.
+    pub(crate) at: usize,
+    /// The calling process.
+    pub(crate) parent: Pid,
+    /// The new one.
+    pub(crate) child: Pid,
+}
+
+/// Which file an object is, for [`SymbolCache`].
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum FileKey {
+    /// Its GNU build-id, in hex, and its size (a stripped copy keeps the
+    /// build-id but not the symbols).
+    BuildId(String, usize),
+    /// Without one: its guest path, device and inode.
+    File(Vec<u8>, u64, u64),
+}
+
+/// Every file's functions parsed once in a run: by build-id and size, else
+/// by path, device and inode.
+#[derive(Debug, Default)]
+pub(crate) struct SymbolCache(BTreeMap<FileKey, Arc<Symbols>>);
+
+impl SymbolCache {
+    /// The functions of `object`'s file at link-time addresses.
+    fn of(&mut self, object: &Object) -> Arc<Symbols> {
+        let file = &object.file;
+        let key = match object.build_id() {
+            Some(id) => FileKey::BuildId(id, file.bytes.len()),
+            None => FileKey::File(file.path.clone(), file.dev, file.ino),
+        };
+        self.0.entry(key).or_insert_with(|| Arc::new(Symbols::parse(&file.bytes, 0))).clone()
+    }
+}
+
+/// The objects each process of a guest had mapped over the run, and where
+/// each of its samples was taken: names addresses as that sample saw them.
+#[derive(Debug, Clone, Default)]
+pub struct GuestSymbols {
+    /// Every object mapped in any process, once per mapping.
+    objects: Vec<Mapped>,
+    /// Per process, when it had which object.
+    processes: BTreeMap<Pid, Vec<Span>>,
+    /// Per sample number, where it was taken.
+    samples: BTreeMap<u64, Moment>,
+}
+
+impl GuestSymbols {
+    /// The history of a guest from its emulator's `events` (all of them,
+    /// in order: positions index this list) and its `forks`; `program` is
+    /// the guest path of its own program, whose frames are not prefixed;
+    /// `samples` says where each of its samples was taken.
+    pub(crate) fn new(
+        events: &[Event],
+        forks: &[Fork],
+        program: &[u8],
+        samples: BTreeMap<u64, Moment>,
+        cache: &mut SymbolCache,
+    ) -> GuestSymbols {
+        let mut out = GuestSymbols { samples, ..GuestSymbols::default() };
+        // Per process, the objects mapped now: (index into `objects`, since).
+        let mut live: BTreeMap<Pid, Vec<(usize, usize)>> = BTreeMap::new();
+        // The object each mapping was (to find it again when it goes).
+        let mut identity: Vec<Object> = Vec::new();
+        let mut forks = forks.iter().peekable();
+        for (i, e) in events.iter().enumerate() {
+            while let Some(f) = forks.next_if(|f| f.at <= i) {
+                out.fork(f, &mut live);
+            }
+            match e {
+                Event::ObjectMapped { pid, object, .. } => {
+                    let prefix = (object.file.path != program).then(|| object.file.name());
+                    out.objects.push(Mapped {
+                        prefix,
+                        bias: object.bias,
+                        span: object.span(),
+                        symbols: cache.of(object),
+                    });
+                    identity.push(object.clone());
+                    live.entry(*pid).or_default().push((out.objects.len() - 1, i + 1));
+                }
+                Event::ObjectUnmapped { pid, object, .. } => {
+                    let now = live.entry(*pid).or_default();
+                    if let Some(k) = now.iter().position(|&(o, _)| &identity[o] == object) {
+                        let gone = now.remove(k);
+                        out.close(*pid, vec![gone], i + 1);
+                    }
+                }
+                _ => {}
+            }
+        }
+        for f in forks {
+            out.fork(f, &mut live);
+        }
+        for (pid, now) in live {
+            out.close(pid, now, usize::MAX);
+        }
+        out
+    }
+
+    /// `f.child` starts with what `f.parent` has mapped (a pid used again
+    /// ends what its earlier process had).
+    fn fork(&mut self, f: &Fork, live: &mut BTreeMap<Pid, Vec<(usize, usize)>>) {
+        let inherited: Vec<(usize, usize)> =
+            live.get(&f.parent).into_iter().flatten().map(|&(o, _)| (o, f.at)).collect();
+        if let Some(earlier) = live.insert(f.child, inherited) {
+            self.close(f.child, earlier, f.at);
+        }
+    }
+
+    /// Records that `pid` had each of `mapped` (object, since) until `to`.
+    fn close(&mut self, pid: Pid, mapped: Vec<(usize, usize)>, to: usize) {
+        let spans = self.processes.entry(pid).or_default();
+        spans.extend(mapped.into_iter().map(|(object, from)| Span { object, from, to }));
+    }
+
+    /// The names as sample number `sample` saw them (none known: hex).
+    pub fn at(&self, sample: u64) -> Names<'_> {
+        Names { symbols: Some(self), moment: self.samples.get(&sample).copied() }
+    }
+}
+
+/// Names of code addresses as one sample's process had its objects mapped.
+#[derive(Debug, Clone, Copy)]
+pub struct Names<'a> {
+    symbols: Option<&'a GuestSymbols>,
+    moment: Option<Moment>,
+}
+
+impl<'a> Names<'a> {
+    /// Names for a sample nothing is known of: every address in hex.
+    pub fn none() -> Names<'a> {
+        Names { symbols: None, moment: None }
+    }
+
+    /// The object containing `pc`, if the process had one mapped there.
+    fn object(&self, pc: u64) -> Option<&Mapped> {
+        let (symbols, Moment { pid, position }) = (self.symbols?, self.moment?);
+        symbols
+            .processes
+            .get(&pid)?
+            .iter()
+            .filter(|s| (s.from..s.to).contains(&position))
+            .map(|s| &symbols.objects[s.object])
+            .find(|o| (o.span.0..o.span.1).contains(&pc))
+    }
+
+    /// `pc` named with `function`'s form of a symbol: `[OBJECT!]function…`,
+    /// `OBJECT+0xlink` for an address its object has no function at, else hex.
+    fn named(&self, pc: u64, function: impl Fn(&str, u64) -> String) -> String {
+        let Some(o) = self.object(pc) else { return format!("{pc:#x}") };
+        let link = pc.wrapping_sub(o.bias);
+        match (&o.prefix, o.symbols.lookup(link)) {
+            (None, Some((name, off))) => function(name, off),
+            (None, None) => format!("{pc:#x}"),
+            (Some(file), Some((name, off))) => format!("{file}!{}", function(name, off)),
+            (Some(file), None) => format!("{file}+{link:#x}"),
+        }
+    }
+
+    /// `function+0xoff` (`libc.so.6!function+0xoff` outside the guest's
+    /// program), or the address.
+    pub fn name(&self, pc: u64) -> String {
+        self.named(pc, |name, off| format!("{name}+{off:#x}"))
+    }
+
+    /// The function alone (`libc.so.6!function` outside the guest's
+    /// program), or the address.
+    pub fn function(&self, pc: u64) -> String {
+        self.named(pc, |name, _| name.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use emu::MappedFile;
+    use std::rc::Rc;
+
+    /// The x86-64 lab guest (a static program with symbols) as the file at
+    /// guest path `path`, loaded with `bias`.
+    fn object(path: &str, bias: u64) -> Object {
+        let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../guests/bin/x86_64/lab-v3");
+        let bytes: Rc<[u8]> = std::fs::read(file).unwrap().into();
+        Object { file: Rc::new(MappedFile::new(path.as_bytes().to_vec(), 1, 2, bytes)), bias }
+    }
+
+    fn mapped(pid: Pid, object: &Object) -> Event {
+        Event::ObjectMapped { pid, icount: 0, object: object.clone() }
+    }
+
+    fn unmapped(pid: Pid, object: &Object) -> Event {
+        Event::ObjectUnmapped { pid, icount: 0, object: object.clone() }
+    }
+
+    #[test]
+    fn names_follow_each_process_over_time() {
+        const PARENT: Pid = emu::FIRST_PID;
+        const CHILD: Pid = PARENT + 1;
+        const LIB: u64 = 0x7fff_0000_0000;
+        let (main, recurse) = (0x4014f0, 0x401fb0);
+        let program = object("/guests/lab", 0);
+        let lib = object("/lib/libx.so.1", LIB);
+        let other = object("/bin/other", 0);
+        let events = [
+            mapped(PARENT, &program),  // 0
+            mapped(PARENT, &lib),      // 1
+            unmapped(PARENT, &lib),    // 2 (the child, forked at 2, keeps it)
+            unmapped(CHILD, &program), // 3: the child's execve
+            unmapped(CHILD, &lib),     // 4
+            mapped(CHILD, &other),     // 5
+        ];
+        let forks = [Fork { at: 2, parent: PARENT, child: CHILD }];
+        let at = |pid, position| Moment { pid, position };
+        let samples = BTreeMap::from([
+            (0, at(PARENT, 0)),
+            (1, at(PARENT, 2)),
+            (2, at(PARENT, 3)),
+            (3, at(CHILD, 3)),
+            (4, at(CHILD, 6)),
+        ]);
+        let symbols = GuestSymbols::new(&events, &forks, b"/guests/lab", samples, &mut SymbolCache::default());
+        let name = |sample, pc| symbols.at(sample).name(pc);
+        // Nothing mapped yet: hex.
+        assert_eq!(name(0, main + 5), "0x4014f5");
+        // The guest's own program unprefixed, a library by its file name.
+        assert_eq!(name(1, main + 5), "main+0x5");
+        assert_eq!(symbols.at(1).function(LIB + recurse + 8), "libx.so.1!recurse");
+        assert_eq!(name(1, LIB + recurse + 8), "libx.so.1!recurse+0x8");
+        // Unmapped in the parent...
+        assert_eq!(name(2, LIB + recurse), format!("{:#x}", LIB + recurse));
+        // ...but the child inherited it at the fork.
+        assert_eq!(name(3, LIB + recurse), "libx.so.1!recurse+0x0");
+        // After its execve the child runs another program: prefixed.
+        assert_eq!(name(4, main), "other!main+0x0");
+        assert_eq!(name(4, LIB + recurse), format!("{:#x}", LIB + recurse));
+        // A sample nothing is known of.
+        assert_eq!(symbols.at(99).name(main), "0x4014f0");
+        assert_eq!(Names::none().function(main), "0x4014f0");
+    }
+}
