@@ -245,7 +245,15 @@ fn sysroot_works(t: &Target) {
         assert_eq!(dump["header"]["num_fdes"], injected["fdes"], "{path}");
         assert_eq!(dump["header"]["num_fres"], injected["fres"], "{path}");
         let covered = injected["covered"].as_u64().unwrap();
-        assert_eq!(covered, injected["cfi_fdes"].as_u64().unwrap(), "{path}: not every FDE covered");
+        // Every FDE is covered but those whose CFI is inconsistent (glibc's
+        // AArch64 lazy-binding trampoline saves the return address above its CFA).
+        let skipped = injected["skipped"].as_array().unwrap();
+        assert!(skipped.iter().all(|s| s["reason"].as_str().unwrap().contains("above the CFA")), "{path}: {skipped:?}");
+        assert_eq!(
+            covered + skipped.len() as u64,
+            injected["cfi_fdes"].as_u64().unwrap(),
+            "{path}: not every FDE covered or skipped"
+        );
         assert!(dump["header"]["num_fdes"].as_u64().unwrap() >= covered, "{path}");
     }
 }

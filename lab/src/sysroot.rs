@@ -491,6 +491,8 @@ pub enum Outcome {
         fres: u64,
         /// How much larger the file became.
         bytes_added: u64,
+        /// The functions whose CFI SFrame cannot (or must not) express, and why.
+        skipped: Vec<sframe::elf::SkippedFunction>,
     },
     /// Copied as it is.
     Unchanged {
@@ -565,6 +567,7 @@ fn with_sframe(host: &Path) -> Result<(Vec<u8>, Outcome), String> {
         fdes: report.fdes,
         fres: report.fres,
         bytes_added: (bytes.len() as u64).saturating_sub(input.data.len() as u64),
+        skipped: generated.coverage.skipped.clone(),
     };
     Ok((bytes, outcome))
 }
@@ -652,6 +655,14 @@ impl std::fmt::Display for Sysroot {
                     format!("+{bytes_added}")
                 )?,
                 Outcome::Unchanged { reason } => writeln!(f, "{guest:width$}  {id:8}  unchanged: {reason}")?,
+            }
+        }
+        // What was left out, object by object: a toolchain developer's to-do list.
+        for b in &self.objects {
+            let Outcome::Injected { skipped, .. } = &b.outcome else { continue };
+            for s in skipped {
+                let name = s.function.clone().unwrap_or_else(|| format!("fde@{:#x}", s.start));
+                writeln!(f, "  skipped in {}: {name} at {:#x}: {}", b.object.guest.display(), s.at, s.reason)?;
             }
         }
         let injected = self.objects.iter().filter(|b| matches!(b.outcome, Outcome::Injected { .. })).count();

@@ -211,3 +211,30 @@ fn injected_shared_objects_keep_their_layout() {
     }
     assert!(checked >= 2, "no shared objects to check");
 }
+
+/// glibc's AArch64 lazy-binding trampoline (`_dl_runtime_resolve`, at
+/// 0x106dc in Debian's 2.36 `ld.so`) describes its CFA as the stack pointer
+/// at entry, 16 bytes below its caller's (the PLT stub pushed x16 and x30),
+/// and saves the return address at CFA+8: the generator skips it, saying
+/// why, rather than emit rows that send every walk through it astray. Other
+/// CFAs that are not stack pointers (`__longjmp`'s jmp_buf) may have
+/// registers above them and are kept.
+#[test]
+fn a_return_address_above_a_stack_cfa_is_skipped() {
+    let ld_so = Path::new("/usr/aarch64-linux-gnu/lib/ld-linux-aarch64.so.1");
+    let cfi_of = |path: &Path| {
+        let input = elf::load_cfi(path.to_str().unwrap()).unwrap();
+        let cfi = Cfi { kind: input.kind, data: &input.cfi, address: input.cfi_address };
+        generate::generate(&cfi, input.abi, Version::V3).unwrap()
+    };
+    let generated = cfi_of(ld_so);
+    let above: Vec<_> = generated.skipped.iter().filter(|s| s.reason.contains("above the CFA")).collect();
+    assert_eq!(above.len(), 1, "{:?}", generated.skipped);
+    assert_eq!(above[0].start, 0x106dc);
+    assert_eq!(generated.skipped.len(), 1, "{:?}", generated.skipped);
+    // Static glibc's __longjmp (CFA = x0, the jmp_buf) is still covered.
+    let static_program = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guests/bin/aarch64/lab-o2");
+    let generated = cfi_of(&static_program);
+    assert!(generated.skipped.iter().all(|s| s.start != 0x431640), "{:?}", generated.skipped);
+    assert!(generated.covered.iter().any(|c| c.start == 0x431640));
+}

@@ -176,7 +176,8 @@ pub(crate) fn run_replay(args: &ReplayArgs) -> i32 {
 pub(crate) struct ValidateArgs {
     /// The ELF program: static, or dynamic with `--root`.
     elf: String,
-    /// Its arguments.
+    /// Its arguments; everything after ELF is passed on, options included.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     args: Vec<String>,
     /// The host directory the program sees as `/` (read-only), holding a
     /// dynamic program's interpreter and libraries, e.g. a lab root made by

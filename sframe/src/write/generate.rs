@@ -400,6 +400,24 @@ fn translate(abi: Abi, data: &[u8], row: &gimli::UnwindTableRow<usize>) -> Resul
         Some(RegisterRule::Undefined) => return Err("frame pointer is undefined"),
         Some(rule) => recovery(data, rule).ok_or("frame pointer rule SFrame cannot express")?,
     };
+    // When the CFA is the caller's stack pointer at the call (computed from
+    // SP or FP), registers are saved below it: one saved at or above it means
+    // the CFI puts that stack pointer too low (glibc's AArch64
+    // `_dl_runtime_resolve` leaves out the 16 bytes its PLT stub pushed).
+    // Translated, every walk through the function would go wrong at its
+    // caller; skipped, it stops there and is reported. (A CFA in another
+    // register, as `__longjmp`'s jmp_buf or `setcontext`'s ucontext, may
+    // have registers above it.)
+    let stack_cfa = !cfa.deref && matches!(cfa.base, Base::Sp | Base::Fp);
+    for (what, rule) in [("return address", ra), ("frame pointer", fp)] {
+        if stack_cfa && matches!(rule, Recovery::Cfa { offset, deref: true } if offset >= 0) {
+            return Err(if what == "return address" {
+                "return address saved at or above the CFA: the CFI puts the caller's stack pointer too low"
+            } else {
+                "frame pointer saved at or above the CFA: the CFI puts the caller's stack pointer too low"
+            });
+        }
+    }
     let ra_mangled = abi.is_aarch64()
         && matches!(row.register(gimli::AArch64::RA_SIGN_STATE), Some(RegisterRule::Constant(v)) if v & 1 != 0);
     Ok(Translated::Rule(RowRule::Frame(FrameRule { cfa, ra, fp, ra_mangled })))
