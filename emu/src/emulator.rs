@@ -219,7 +219,11 @@ impl Emulator {
 
     /// The ELF objects mapped into the current process, by address.
     pub fn objects(&self) -> Vec<crate::objects::Object> {
-        crate::objects::objects(self.pages())
+        let files = self.pages().areas().filter_map(|area| match &area.kind {
+            crate::memory::AreaKind::File(backing) => Some((area.start, backing)),
+            _ => None,
+        });
+        crate::objects::objects(files)
     }
 
     /// Reports how the objects table changed since it was `before`

@@ -91,6 +91,7 @@ mod load;
 pub mod memory;
 mod nmi;
 pub mod objects;
+mod page;
 mod process;
 mod procs;
 mod run;

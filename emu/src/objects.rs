@@ -16,7 +16,7 @@
 //! [`Event::ObjectUnmapped`](crate::Event::ObjectUnmapped), comparing the table before and after
 //! each call that maps or unmaps a file, and at `execve`.
 
-use crate::memory::{page_down, PageTable, PAGE_SIZE};
+use crate::page::{page_down, PAGE_SIZE};
 use goblin::elf::program_header::{PF_X, PT_GNU_EH_FRAME, PT_LOAD, PT_NOTE};
 use goblin::elf::Elf;
 use std::rc::Rc;
@@ -274,12 +274,12 @@ impl std::fmt::Display for Object {
     }
 }
 
-/// The objects mapped in `pages`, by lowest address.
-pub fn objects(pages: &PageTable) -> Vec<Object> {
+/// The objects mapped by `areas`: each file-backed area's start address and
+/// file part, by address.
+pub fn objects<'a>(areas: impl Iterator<Item = (u64, &'a Backing)>) -> Vec<Object> {
     let mut out: Vec<Object> = Vec::new();
-    for area in pages.areas() {
-        let crate::memory::AreaKind::File(backing) = &area.kind else { continue };
-        let Some(bias) = backing.file.elf.as_ref().and_then(|elf| elf.bias_of(area.start, backing.offset)) else {
+    for (start, backing) in areas {
+        let Some(bias) = backing.file.elf.as_ref().and_then(|elf| elf.bias_of(start, backing.offset)) else {
             continue;
         };
         let candidate = Object { file: backing.file.clone(), bias };

@@ -2,10 +2,10 @@
 //!
 //! With [`Registration::Exec`] (upstream v13, the default) only exec
 //! registers sections: the program's and its interpreter's
-//! ([`crate::guest::image_mm`]); libraries `ld.so` maps later are never
+//! (`guest.rs`'s `image_mm`); libraries `ld.so` maps later are never
 //! registered, so a walk that reaches them falls back to frame pointers.
 //! [`Registration::Loader`] adds the *simulated loader*: what a dynamic loader
-//! with SFrame support would do (`../shared/ref/sframe-registration.md` §5):
+//! with SFrame support would do (not in glibc yet):
 //! register each object's `PT_GNU_SFRAME` once its text is mapped
 //! executable, and unregister it before the object is unmapped. The lab sees
 //! objects come and go through the emulator's

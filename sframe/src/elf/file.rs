@@ -202,8 +202,8 @@ pub fn load_cfi(path: &str) -> Result<CfiInput, InputError> {
     let data = std::fs::read(path).map_err(|source| InputError::Io { path: path.into(), source })?;
     let bad = |reason: String| InputError::BadElf { path: path.into(), reason };
     let elf = Elf::parse(&data).map_err(|e| bad(e.to_string()))?;
-    let abi = sframe_abi(&elf).map_err(bad)?;
-    let cfi = cfi_section(&elf, &data).map_err(bad)?;
+    let abi = super::cfi::sframe_abi(&elf).map_err(bad)?;
+    let cfi = super::cfi::cfi_section(&elf, &data).map_err(bad)?;
     let (kind, cfi_address, cfi) = (cfi.kind, cfi.address, cfi.data.to_vec());
     let text_bytes = elf
         .section_headers
@@ -214,40 +214,6 @@ pub fn load_cfi(path: &str) -> Result<CfiInput, InputError> {
         .fold(0u64, u64::saturating_add);
     let symbols = super::symbols::Symbols::from_elf(&elf, &data, 0);
     Ok(CfiInput { abi, kind, cfi_address, cfi, text_bytes, symbols, data })
-}
-
-/// The SFrame ABI of an ELF file's machine, or why it has none.
-#[cfg(feature = "generate")]
-pub(crate) fn sframe_abi(elf: &Elf<'_>) -> Result<Abi, String> {
-    use goblin::elf::header::{EM_AARCH64, EM_S390, EM_X86_64};
-    match (elf.header.e_machine, elf.is_64, elf.little_endian) {
-        (EM_X86_64, true, true) => Ok(Abi::Amd64),
-        (EM_AARCH64, true, true) => Ok(Abi::Aarch64Little),
-        (EM_AARCH64, true, false) => Ok(Abi::Aarch64Big),
-        (EM_S390, true, false) => Ok(Abi::S390x),
-        (machine, is_64, _) => Err(format!(
-            "SFrame has no ABI for this machine (e_machine {machine}, {}-bit)",
-            if is_64 { 64 } else { 32 }
-        )),
-    }
-}
-
-/// The DWARF CFI of the ELF file `data` (parsed as `elf`): `.eh_frame`,
-/// else `.debug_frame`, at its section address.
-#[cfg(feature = "generate")]
-pub(crate) fn cfi_section<'d>(elf: &Elf<'_>, data: &'d [u8]) -> Result<crate::write::generate::Cfi<'d>, String> {
-    use crate::write::generate::{Cfi, CfiKind};
-    let section = |name: &str| {
-        elf.section_headers.iter().find(|sh| elf.shdr_strtab.get_at(sh.sh_name) == Some(name) && sh.sh_size > 0)
-    };
-    let (kind, sh) = match (section(".eh_frame"), section(".debug_frame")) {
-        (Some(sh), _) => (CfiKind::EhFrame, sh),
-        (None, Some(sh)) => (CfiKind::DebugFrame, sh),
-        (None, None) => return Err("no .eh_frame or .debug_frame section: no CFI to generate SFrame from".into()),
-    };
-    let range = (sh.sh_offset as usize)..(sh.sh_offset as usize).saturating_add(sh.sh_size as usize);
-    let data = data.get(range).ok_or_else(|| "CFI section lies outside the file".to_string())?;
-    Ok(Cfi { kind, data, address: sh.sh_addr })
 }
 
 #[cfg(feature = "generate")]

@@ -19,6 +19,8 @@
 // The list above links to items that only exist with the features.
 #![cfg_attr(not(all(feature = "elf", feature = "generate")), allow(rustdoc::broken_intra_doc_links))]
 
+#[cfg(all(feature = "elf", feature = "generate"))]
+mod cfi;
 mod constants;
 #[cfg(all(feature = "elf", feature = "generate"))]
 mod coverage;

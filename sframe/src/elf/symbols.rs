@@ -95,8 +95,8 @@ impl Symbols {
     /// covers (link-time addresses, before the bias is applied).
     #[cfg(feature = "generate")]
     fn fill_from_fdes(&mut self, elf: &Elf<'_>, data: &[u8]) {
-        let Ok(abi) = super::file::sframe_abi(elf) else { return };
-        let Ok(cfi) = super::file::cfi_section(elf, data) else { return };
+        let Ok(abi) = super::cfi::sframe_abi(elf) else { return };
+        let Ok(cfi) = super::cfi::cfi_section(elf, data) else { return };
         let Ok(mut fdes) = crate::write::generate::fde_ranges(&cfi, abi) else { return };
         fdes.sort_unstable();
         fdes.dedup_by_key(|f| f.0);
