@@ -188,6 +188,7 @@ impl Kernel {
             (None, Some(copy)) => copy.mm,
             (None, None) => return Err(EINVAL),
         };
+        self.check_walk_mm(tid, mm, "unwind_user_faultable()");
         let cache = self.task_mut(tid).info.cache.get_or_insert_with(UnwindCache::default);
         if cache.nr_entries > 0 {
             return Ok(cache.entries[..cache.nr_entries].to_vec());

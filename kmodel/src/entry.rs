@@ -64,12 +64,24 @@ impl Kernel {
     pub fn return_to_user(&mut self, tid: Tid, mem: &dyn UserMemory) {
         let cpu = self.task(tid).cpu;
         loop {
+            // exit_to_user_mode_loop() handles signals (TIF_SIGPENDING)
+            // before TIF_NOTIFY_RESUME: a killed thread dies here, in
+            // get_signal(), and never reaches user mode.
+            if self.task(tid).killed.is_some() {
+                self.get_signal_fatal(tid, mem);
+                return;
+            }
             while self.task(tid).notify_resume {
                 self.task_mut(tid).notify_resume = false;
                 self.task_work_run(tid, mem);
             }
             self.unwind_reset_info(tid);
             self.point(cpu, Point::AfterResetBeforeUser);
+            // A SIGKILL sent meanwhile is seen by the loop's last look at
+            // the work flags, with interrupts off, before user mode.
+            if self.task(tid).killed.is_some() {
+                continue;
+            }
             // v6.19: an NMI that queued work here also queued the self-IPI,
             // which fires as soon as user mode enables interrupts: the task
             // is back in the kernel at once, with the same user registers.
@@ -154,6 +166,9 @@ impl Kernel {
         let Some(tid) = self.current(cpu) else { return };
         let t = self.task(tid);
         let (Some(regs), Some(mm)) = (user_regs.or(t.regs.as_ref()), t.mm) else { return };
+        let regs = regs.clone();
+        self.check_walk_mm(tid, mm, "probe_nmi_walk");
+        let regs = &regs;
         let trace = unwind_user_dry_run(regs, mem, &self.mms[mm.0].sframe, Access::NoFault, &self.opts.unwind);
         if trace.would_fault {
             self.stats.nmi_walk_would_fault += 1;

@@ -66,8 +66,13 @@ pub enum EventKind {
     },
     /// A task was created.
     TaskNew {
-        /// Parent, for a fork.
+        /// Parent, for a fork or a thread.
         parent: Option<Tid>,
+        /// A thread (`clone(CLONE_VM | CLONE_THREAD)`): it shares its
+        /// parent's mm. Not serialised when false, so the logs of
+        /// single-threaded runs are as they were.
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        thread: bool,
     },
     /// A task entered the kernel from user mode.
     Entry {
@@ -194,6 +199,30 @@ pub enum EventKind {
         /// A deferred unwind was pending across the exec: it is served on
         /// the return into the new image, with the cookie from before.
         pending: bool,
+    },
+    /// `zap_other_threads()`: SIGKILL sent to every other live thread of
+    /// the caller's group, by `exit_group()` (`do_group_exit()`) or by an
+    /// exec (`de_thread()`).
+    ZapOtherThreads {
+        /// Who asked: `exit_group` or `de_thread`.
+        why: &'static str,
+        /// The threads killed (model ids).
+        killed: Vec<Tid>,
+    },
+    /// `get_signal()` found the group's fatal signal: the queued task_work
+    /// has just run (it runs first in `get_signal()`), `do_group_exit()`
+    /// follows.
+    FatalSignal {
+        /// The exit code `do_exit()` gets.
+        code: i32,
+    },
+    /// `de_thread()`: a non-leader thread execs; the other threads are dead
+    /// and it takes the old leader's pid (`exchange_tids()`).
+    DeThread {
+        /// The old leader (model id).
+        leader: Tid,
+        /// The pid the exec'ing task has from now on.
+        pid: Tid,
     },
     /// An SFrame section was registered or refused.
     SframeAdd {

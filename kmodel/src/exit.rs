@@ -4,13 +4,25 @@
 //! `mmput()`, which frees the mm's SFrame sections if it was the last
 //! user), then
 //! `exit_task_work()`, with the lab's alternative exit paths
-//! ([`ExitPath`]).
+//! ([`ExitPath`]). Also the group side (`kernel/exit.c`,
+//! `kernel/signal.c`): `do_group_exit()` with `zap_other_threads()`, and a
+//! killed thread's way out through `get_signal()`.
+//!
+//! Every thread goes through its own `do_exit()`: one thread's exit runs
+//! its own exit hook and drops its own reference to the mm (`exit_mm()` →
+//! `mmput()`); the mm and its SFrame table die with the last one.
 
 use crate::event::EventKind;
 use crate::interleave::Point;
 use crate::kernel::{Kernel, StackCopy, TaskState};
 use crate::memory::{copy_user, Access, UserMemory};
 use crate::types::{ExitPath, Tid, UNWIND_PENDING};
+
+/// The exit status `do_group_exit()` hands every thread of an
+/// `exit_group(code)`: `(code & 0xff) << 8`, as `sys_exit_group()` passes it.
+fn group_exit_status(code: i32) -> i32 {
+    (code & 0xff) << 8
+}
 
 impl Kernel {
     /// `do_exit()` for a task in the kernel (an exit system call), with the
@@ -46,6 +58,53 @@ impl Kernel {
         }
         self.log(cpu, Some(tid), EventKind::Dead);
         self.check_after_exit(tid);
+    }
+
+    /// `exit_group(code)` by `tid` (in the kernel, in that system call):
+    /// `do_group_exit()` marks the group exiting and `zap_other_threads()`
+    /// sends SIGKILL to every other live thread, then the caller runs its
+    /// own `do_exit()` ([`Kernel::exit`], with its exit hook). The other
+    /// threads die on their own CPUs when they next head for user mode
+    /// (the host drives each with [`Kernel::signal_wake_up`], or its
+    /// [`Kernel::return_to_user`] if it is in the kernel): `get_signal()`
+    /// first runs their queued task_work — a pending deferred unwind is
+    /// served there, from task_work, with the mm alive (the caller's
+    /// `exit_mm()` dropped only its own reference) — then `do_exit()`.
+    /// Whichever thread is last frees the mm. Returns the killed threads.
+    pub fn exit_group(&mut self, tid: Tid, code: i32, mem: &dyn UserMemory) -> Vec<Tid> {
+        let killed = self.zap_other_threads(tid, group_exit_status(code), "exit_group");
+        self.exit(tid, code, mem);
+        killed
+    }
+
+    /// `zap_other_threads()`: SIGKILL to every other live thread of `tid`'s
+    /// group that is not already exiting, with the status their
+    /// `do_group_exit()` will pass to `do_exit()`.
+    pub(crate) fn zap_other_threads(&mut self, tid: Tid, status: i32, why: &'static str) -> Vec<Tid> {
+        let killed: Vec<Tid> = self
+            .threads_of(tid)
+            .into_iter()
+            .filter(|&t| !self.task(t).exiting && self.task(t).killed.is_none())
+            .collect();
+        for &t in &killed {
+            self.task_mut(t).killed = Some(status);
+        }
+        let cpu = self.task(tid).cpu;
+        self.log(cpu, Some(tid), EventKind::ZapOtherThreads { why, killed: killed.clone() });
+        killed
+    }
+
+    /// A killed thread on its way to user mode: `get_signal()` runs the
+    /// queued task_work first (`task_work_run()`, before it even looks at
+    /// the signal), then takes the group's SIGKILL: `do_group_exit()` →
+    /// `do_exit()`. The deferred handler thus runs as task_work with the
+    /// mm present; the exit hook then finds nothing pending.
+    pub(crate) fn get_signal_fatal(&mut self, tid: Tid, mem: &dyn UserMemory) {
+        let Some(code) = self.task(tid).killed else { return };
+        self.task_work_run(tid, mem);
+        let cpu = self.task(tid).cpu;
+        self.log(cpu, Some(tid), EventKind::FatalSignal { code });
+        self.exit(tid, code, mem);
     }
 
     /// [`ExitPath::CopyOnExit`]: with an unwind pending, copy the top of the

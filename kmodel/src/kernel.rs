@@ -40,6 +40,18 @@ pub struct Task {
     pub tid: Tid,
     /// Its name.
     pub name: String,
+    /// The thread id user space and tracers see (`task_pid_nr()`): the
+    /// model's [`Tid`] until a non-leader thread execs, when `de_thread()`
+    /// (`exchange_tids()`) gives it the old leader's.
+    pub pid: Tid,
+    /// Its thread group (`task_tgid_nr()`): the leader's `pid`. Tasks that
+    /// share it were made by [`Kernel::clone_thread`].
+    pub tgid: Tid,
+    /// A fatal signal is pending (`SIGNAL_GROUP_EXIT` or a `de_thread()` in
+    /// progress made `zap_other_threads()` send SIGKILL), with the exit code
+    /// `do_group_exit()` will use: the task dies on its way back to user
+    /// mode (`get_signal()`), after running its queued task_work.
+    pub killed: Option<i32>,
     /// Its address space (`None` for kernel threads and after `exit_mm()`).
     pub mm: Option<MmId>,
     /// `PF_KTHREAD`.
@@ -81,13 +93,22 @@ pub struct StackCopy {
     pub bytes: Vec<u8>,
 }
 
-/// An address space: its architecture and its registered SFrame sections.
+/// An address space: its architecture, its registered SFrame sections and
+/// its life (`mm_users`, and whether `__mmdrop()` has freed it).
 #[derive(Debug, Clone)]
 pub struct Mm {
     /// Its architecture.
     pub arch: Arch,
     /// SFrame sections (exec, prctl).
     pub sframe: SframeRegistry,
+    /// `mm_users`: the tasks that have it as their mm (`mmget()` by
+    /// spawn, fork's `dup_mm()`, `clone(CLONE_VM)` and exec; `mmput()` by
+    /// `exit_mm()` and exec). It starts at 0: the host creates an mm and
+    /// then gives it to a task.
+    pub users: u32,
+    /// The last `mmput()` dropped it and `__mmdrop()` freed its SFrame
+    /// table (`sframe_free_mm()`): no walk may read it any more.
+    pub freed: bool,
 }
 
 /// One CPU.

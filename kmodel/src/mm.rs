@@ -4,7 +4,9 @@
 //! exec for `PT_GNU_SFRAME` (`elf_add_sframe()`) or by
 //! `prctl(PR_ADD_SFRAME)` (`sframe_add_section()`), its removal by
 //! `prctl(PR_REMOVE_SFRAME)` (`sframe_remove_section()`), the lab's munmap
-//! hook, and the end of an mm (`mmput()` → `__mmdrop()` →
+//! hook, and the life of an mm: `mmget()` by each task that takes it,
+//! `mmput()` by each that leaves it, and the end when the last one does
+//! (`mmput()` → `__mmput()` → `mmdrop()` → `__mmdrop()` →
 //! `sframe_free_mm()`). The registry itself is `unwind/sframe.rs`.
 
 use crate::arch::Arch;
@@ -18,7 +20,7 @@ impl Kernel {
     /// A new address space for `arch`, with an empty SFrame table
     /// (`mm_init_sframe()`).
     pub fn new_mm(&mut self, arch: Arch) -> MmId {
-        self.mms.push(Mm { arch, sframe: SframeRegistry::new(arch) });
+        self.mms.push(Mm { arch, sframe: SframeRegistry::new(arch), users: 0, freed: false });
         MmId(self.mms.len() - 1)
     }
 
@@ -56,20 +58,53 @@ impl Kernel {
         removed
     }
 
+    /// `mmget()`: a task takes `mm` as its mm (spawn, `dup_mm()`,
+    /// `clone(CLONE_VM)`, exec's new mm).
+    pub(crate) fn mmget(&mut self, mm: MmId) {
+        if self.check && self.mms[mm.0].freed {
+            self.violation("M2", format!("mmget() of mm {} after __mmdrop() freed it", mm.0));
+        }
+        self.mms[mm.0].users += 1;
+    }
+
     /// `mmput()` of `mm` by `tid`, which no longer uses it (exec replaced
-    /// it, or `exit_mm()`): when no task has it as its mm any more and no
-    /// copy of a stack taken on exit refers to it, the mm dies and
-    /// `__mmdrop()` frees its SFrame sections (`sframe_free_mm()`). Each
-    /// freed section is logged; the [`MmId`] stays valid, with an empty
-    /// table, as nothing can reach the mm through a task any more.
+    /// it, or `exit_mm()`): it drops one reference (`mm_users`). Other
+    /// threads of the group, or any task sharing the mm, keep it alive
+    /// with its SFrame sections. When the last reference goes, and no copy
+    /// of a stack taken on exit pins the mm, the mm dies and `__mmdrop()`
+    /// frees its SFrame sections (`sframe_free_mm()`), once. Each freed
+    /// section is logged; the [`MmId`] stays valid, with an empty table,
+    /// marked [`Mm::freed`], as nothing can reach the mm through a task any
+    /// more.
     pub(crate) fn mmput(&mut self, mm: MmId, cpu: usize, tid: Tid) {
-        let in_use = self.tasks.values().any(|t| {
-            (t.state != TaskState::Dead && t.mm == Some(mm)) || t.stack_copy.as_ref().is_some_and(|c| c.mm == mm)
-        });
-        if in_use {
+        let m = &mut self.mms[mm.0];
+        if m.freed || m.users == 0 {
+            // A double mmput(): upstream a use-after-free or a second
+            // sframe_free_mm() of the same tree.
+            let detail = format!("mmput() of mm {} by task {tid} with mm_users {} (freed: {})", mm.0, m.users, m.freed);
+            if self.check {
+                self.violation("M2", detail);
+            }
             return;
         }
+        m.users -= 1;
+        if m.users > 0 {
+            return;
+        }
+        // The copy-on-exit variant's copy refers to the mm's sections: it
+        // pins the mm (an mmgrab(), in kernel terms) and the mm is not freed.
+        if self.tasks.values().any(|t| t.stack_copy.as_ref().is_some_and(|c| c.mm == mm)) {
+            return;
+        }
+        if self.check {
+            let users: Vec<Tid> =
+                self.tasks.values().filter(|t| t.state != TaskState::Dead && t.mm == Some(mm)).map(|t| t.tid).collect();
+            if !users.is_empty() {
+                self.violation("M3", format!("mm {} freed while tasks {users:?} still have it as their mm", mm.0));
+            }
+        }
         let arch = self.mms[mm.0].arch;
+        self.mms[mm.0].freed = true;
         let old = std::mem::replace(&mut self.mms[mm.0].sframe, SframeRegistry::new(arch));
         for entry in old.entries() {
             self.log(
@@ -77,6 +112,14 @@ impl Kernel {
                 Some(tid),
                 EventKind::SframeRemove { sframe: entry.sframe_start, why: "mm freed (sframe_free_mm)".into() },
             );
+        }
+    }
+
+    /// Invariant M1: a walk of `tid`'s user stack (`what`) reads `mm`'s
+    /// SFrame table and user memory; that mm must not have been freed.
+    pub(crate) fn check_walk_mm(&mut self, tid: Tid, mm: MmId, what: &str) {
+        if self.check && self.mms[mm.0].freed {
+            self.violation("M1", format!("{what} for task {tid} reads mm {}, which __mmdrop() has freed", mm.0));
         }
     }
 }

@@ -109,7 +109,10 @@ fn fork_while_pending_leaves_the_child_empty_and_serves_the_parent() {
     assert_ne!(child_mm, parent_mm, "dup_mm makes a new mm");
     assert!(k.mm(child_mm).sframe.is_empty(), "mm_init_sframe: the child's table starts empty");
     assert_eq!(k.mm(parent_mm).sframe.len(), 1, "the parent keeps its section");
-    assert!(k.events().iter().any(|e| e.tid == Some(child) && e.kind == EventKind::TaskNew { parent: Some(parent) }));
+    assert!(k
+        .events()
+        .iter()
+        .any(|e| e.tid == Some(child) && e.kind == EventKind::TaskNew { parent: Some(parent), thread: false }));
 
     // The parent's request is served on its return, with its cookie.
     k.return_to_user(parent, &mem);

@@ -2,8 +2,11 @@
 //! that requests for some tracer, a cancel, or the registration of a new
 //! tracer that requests as soon as its init returns), and of pairs of them,
 //! at every interleaving point the deferred-unwind code reaches, on 1–2 CPUs
-//! with 2–3 tracers, with and without exit. Every invariant is checked
-//! after every step; the count of interleavings explored is printed.
+//! with 2–3 tracers, with and without exit, and with two threads sharing
+//! one mm (an NMI on either CPU at every point; one thread exits between
+//! its request and its unwind while the other carries on, then exits last
+//! and frees the mm). Every invariant is checked after every step; the
+//! count of interleavings explored is printed.
 //!
 //! The kernels here register perf late (no perf session: no perf work), so
 //! the tracers are exactly the test's own.
@@ -13,18 +16,22 @@ mod support;
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use kmodel::arch::Arch;
+use kmodel::arch::{Arch, UserRegs};
 use kmodel::event::{EntryReason, EventKind};
 use kmodel::interleave::Point;
 use kmodel::kernel::Kernel;
 use kmodel::memory::PagedMemory;
-use kmodel::types::{ExitPath, KernelOptions, KernelVersion, WorkId, EINVAL, INIT_WAITING};
+use kmodel::types::{ExitPath, KernelOptions, KernelVersion, Tid, WorkId, EINVAL, INIT_WAITING};
 use support::stack::fp_stack;
 use support::{task, without_perf};
 
 #[derive(Debug, Clone, Copy)]
 enum Action {
+    /// An NMI on the CPU that reached the point, requesting for tracer i.
     Nmi(usize),
+    /// An NMI on the other CPU (of two) at that moment: with two threads,
+    /// the sibling's CPU.
+    NmiOther(usize),
     Cancel(usize),
     /// Register a new tracer; once its init has returned (at once, or when
     /// the cancel holding `callback_mutex` returns) it requests from an NMI
@@ -58,6 +65,8 @@ struct Config {
     second_request: bool,
     migrate: bool,
     exit: bool,
+    /// Two threads in one mm, one per CPU (see [`run_threads`]).
+    threads: bool,
     version: KernelVersion,
 }
 
@@ -101,6 +110,9 @@ fn run(cfg: Config, actions: &[(usize, Action)]) -> Outcome {
                         Action::Nmi(i) => {
                             k.nmi_request(cpu, works[i], None, &*mem);
                         }
+                        Action::NmiOther(i) => {
+                            k.nmi_request(1 - cpu, works[i], None, &*mem);
+                        }
                         Action::Cancel(i) => {
                             k.unwind_deferred_cancel(works[i]);
                             cancelled = true;
@@ -120,6 +132,21 @@ fn run(cfg: Config, actions: &[(usize, Action)]) -> Outcome {
         })));
     }
     let m: &PagedMemory = &mem;
+    if cfg.threads {
+        run_threads(&mut k, cfg, t, &works, m, &regs);
+    } else {
+        run_one(&mut k, cfg, t, &works, m, &regs);
+    }
+    k.set_interleaver(None);
+    let violations = k.take_violations().into_iter().map(|v| v.to_string()).collect();
+    let (points, injected) = (*hits.borrow(), *injected.borrow());
+    let (inits_in_grace, inits_waited, reregistered_after_cancel) = *inits.borrow();
+    Outcome { points, violations, injected, inits_in_grace, inits_waited, reregistered_after_cancel }
+}
+
+/// One task: a system call with requests, maybe a migration, then exit
+/// or the return to user and one more system call.
+fn run_one(k: &mut Kernel, cfg: Config, t: Tid, works: &[WorkId], m: &PagedMemory, regs: &UserRegs) {
     k.enter(t, EntryReason::Syscall, regs.clone(), m);
     k.unwind_deferred_request(0, works[0]);
     if cfg.second_request {
@@ -141,11 +168,32 @@ fn run(cfg: Config, actions: &[(usize, Action)]) -> Outcome {
         k.enter(t, EntryReason::Syscall, later, m);
         k.return_to_user(t, m);
     }
-    k.set_interleaver(None);
-    let violations = k.take_violations().into_iter().map(|v| v.to_string()).collect();
-    let (points, injected) = (*hits.borrow(), *injected.borrow());
-    let (inits_in_grace, inits_waited, reregistered_after_cancel) = *inits.borrow();
-    Outcome { points, violations, injected, inits_in_grace, inits_waited, reregistered_after_cancel }
+}
+
+/// Two threads of one process, `t` on CPU 0 and its sibling on CPU 1,
+/// both in a system call with a request pending (the second tracer, if
+/// asked, on the sibling); `t` exits before its unwind (its exit hook
+/// serves it, and its `exit_mm()` drops one reference) while the sibling
+/// returns to user with its own request served, makes one more system
+/// call, and exits last, freeing the mm. The M invariants watch the mm.
+fn run_threads(k: &mut Kernel, cfg: Config, t: Tid, works: &[WorkId], m: &PagedMemory, regs: &UserRegs) {
+    let mm = k.task(t).mm.expect("a user task");
+    let sibling = k.clone_thread(t, 1);
+    k.enter(t, EntryReason::Syscall, regs.clone(), m);
+    let mut theirs = regs.clone();
+    theirs.pc += 0x40;
+    k.enter(sibling, EntryReason::Syscall, theirs.clone(), m);
+    k.unwind_deferred_request(0, works[0]);
+    k.unwind_deferred_request(1, works[0]);
+    if cfg.second_request {
+        k.unwind_deferred_request(1, works[1]);
+    }
+    k.exit(t, 0, m);
+    k.return_to_user(sibling, m);
+    theirs.pc += 0x100;
+    k.enter(sibling, EntryReason::Syscall, theirs, m);
+    k.exit(sibling, 0, m);
+    assert!(k.mm(mm).freed && k.mm(mm).users == 0, "the last thread freed the mm");
 }
 
 fn configs(version: KernelVersion) -> Vec<Config> {
@@ -155,17 +203,21 @@ fn configs(version: KernelVersion) -> Vec<Config> {
             for second_request in [false, true] {
                 for exit in [false, true] {
                     let migrate = cpus == 2;
-                    out.push(Config { cpus, tracers, second_request, migrate, exit, version });
+                    out.push(Config { cpus, tracers, second_request, migrate, exit, threads: false, version });
                 }
             }
         }
+    }
+    for second_request in [false, true] {
+        out.push(Config { cpus: 2, tracers: 2, second_request, migrate: false, exit: true, threads: true, version });
     }
     out
 }
 
 fn actions(cfg: &Config) -> Vec<Action> {
     let nmis = (0..cfg.tracers).map(Action::Nmi);
-    nmis.chain((0..cfg.tracers).map(Action::Cancel)).chain([Action::Init]).collect()
+    let others = (0..cfg.tracers).filter(|_| cfg.threads).map(Action::NmiOther);
+    nmis.chain(others).chain((0..cfg.tracers).map(Action::Cancel)).chain([Action::Init]).collect()
 }
 
 /// An init placed in a cancel's grace period waits for it. Violations are
@@ -197,9 +249,10 @@ fn check(cfg: &Config, what: &str, o: &Outcome, double_cancel: bool) {
 
 #[test]
 fn every_single_and_paired_placement_keeps_every_invariant() {
-    let (mut explored, mut waited, mut hazards) = (0usize, 0usize, 0usize);
-    let mut tally = |o: &Outcome, double_cancel: bool| {
+    let (mut explored, mut waited, mut hazards, mut threaded) = (0usize, 0usize, 0usize, 0usize);
+    let mut tally = |cfg: &Config, o: &Outcome, double_cancel: bool| {
         explored += 1;
+        threaded += usize::from(cfg.threads);
         waited += usize::from(o.inits_waited > 0);
         hazards += usize::from(!o.violations.is_empty() && !double_cancel);
     };
@@ -212,7 +265,7 @@ fn every_single_and_paired_placement_keeps_every_invariant() {
             for &a in &acts {
                 let o = run(cfg, &[(at, a)]);
                 check(&cfg, &format!("{a:?} at hit {at}"), &o, false);
-                tally(&o, false);
+                tally(&cfg, &o, false);
             }
         }
         // Pairs: a second action at a later hit (its own NMI's points count).
@@ -225,16 +278,17 @@ fn every_single_and_paired_placement_keeps_every_invariant() {
                         // The second action may fall past the last point.
                         let twice = twice && o.injected == 2;
                         check(&cfg, &format!("{a1:?}@{at1} {a2:?}@{at2}"), &o, twice);
-                        tally(&o, twice);
+                        tally(&cfg, &o, twice);
                     }
                 }
             }
         }
     }
     println!(
-        "explored {explored} interleavings; in {waited} an init waited for a cancel's grace period; {hazards} \
-         showed upstream's hazard of a bit reused while in flight"
+        "explored {explored} interleavings ({threaded} with two threads in one mm); in {waited} an init waited \
+         for a cancel's grace period; {hazards} showed upstream's hazard of a bit reused while in flight"
     );
+    assert!(threaded > 1_000, "explored only {threaded} with two threads");
     assert!(explored > 10_000, "explored only {explored}");
     assert!(waited > 0, "no init was placed in a cancel's grace period");
 }
@@ -246,20 +300,29 @@ fn every_single_and_paired_placement_keeps_every_invariant() {
 #[test]
 fn v6_17_nmi_after_reset_is_the_only_unsafe_placement() {
     let mut unsafe_points = std::collections::BTreeSet::new();
-    for cfg in configs(KernelVersion::V6_17).into_iter().filter(|c| !c.exit) {
+    // With two threads the same race is found on the sibling, by an NMI on
+    // its CPU after its reset; the exiting thread's own request is served
+    // by its exit hook and is never at risk.
+    let mut threaded = std::collections::BTreeSet::new();
+    for cfg in configs(KernelVersion::V6_17).into_iter().filter(|c| !c.exit || c.threads) {
         let points = run(cfg, &[]).points;
         for at in 0..points + 1 {
-            for i in 0..cfg.tracers {
-                let o = run(cfg, &[(at, Action::Nmi(i))]);
+            for a in actions(&cfg).into_iter().filter(|a| matches!(a, Action::Nmi(_) | Action::NmiOther(_))) {
+                let o = run(cfg, &[(at, a)]);
                 if !o.violations.is_empty() {
                     assert_eq!(o.injected, 1);
                     unsafe_points.insert(at);
+                    if cfg.threads {
+                        threaded.insert(format!("{a:?}@{at}"));
+                    }
                     assert!(o.violations.iter().all(|v| v.contains("B6") || v.contains("B4")), "{:?}", o.violations);
                 }
             }
         }
     }
     assert!(!unsafe_points.is_empty(), "the v6.17 race was not found");
+    println!("v6.17: unsafe NMI placements with two threads: {threaded:?}");
+    assert!(!threaded.is_empty(), "the v6.17 race was not found with two threads");
 }
 
 /// The stale-snapshot hazard (§4, derived): a tracer cancelled and another

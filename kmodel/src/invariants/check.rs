@@ -1,6 +1,8 @@
 //! The checks: structural invariants after every host call, behavioural
 //! ones as requests, callbacks, resets and exits happen.
 
+use std::collections::BTreeMap;
+
 use super::ledger::{Violation, HISTORY};
 use crate::event::EventKind;
 use crate::kernel::{Kernel, TaskState};
@@ -171,8 +173,41 @@ impl Kernel {
                 }
             }
         }
+        self.check_mms_and_threads(&mut problems);
         for (inv, detail) in problems {
             self.violation(inv, detail);
+        }
+    }
+
+    /// With several tasks per mm: every live mm's `mm_users` is the number
+    /// of live tasks that have it (M4); no live task has a freed mm (M1);
+    /// and each task's deferred state is its own: no two tasks hold the
+    /// same cookie at once (B4), no two share one cache (by construction in
+    /// the model: `unwind_task_init()` gives each its own, checked by B5/B6
+    /// per task).
+    fn check_mms_and_threads(&self, problems: &mut Vec<(&'static str, String)>) {
+        let mut users = vec![0u32; self.mms.len()];
+        let mut cookies: BTreeMap<u64, Tid> = BTreeMap::new();
+        for t in self.tasks.values().filter(|t| t.state != TaskState::Dead) {
+            if let Some(mm) = t.mm {
+                users[mm.0] += 1;
+                if self.mms[mm.0].freed {
+                    problems.push(("M1", format!("task {} has mm {}, which __mmdrop() has freed", t.tid, mm.0)));
+                }
+            }
+            if !t.info.id.is_none() {
+                if let Some(other) = cookies.insert(t.info.id.id(), t.tid) {
+                    problems.push((
+                        "B4",
+                        format!("tasks {other} and {} hold the same cookie {:#x}", t.tid, t.info.id.id()),
+                    ));
+                }
+            }
+        }
+        for (i, (m, &live)) in self.mms.iter().zip(&users).enumerate() {
+            if !m.freed && m.users != live {
+                problems.push(("M4", format!("mm {i} has mm_users {} but {live} live tasks use it", m.users)));
+            }
         }
     }
 

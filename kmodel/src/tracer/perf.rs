@@ -41,14 +41,13 @@ impl Kernel {
         self.tracers.perf.len() - 1
     }
 
-    fn write_perf(&mut self, session: usize, cpu: usize, record: PerfRecord) {
+    /// Writes `record`, about task `tid` (the model's id; the record
+    /// carries the pid user space sees), to `session`'s buffer for `cpu`.
+    fn write_perf(&mut self, session: usize, cpu: usize, tid: Tid, record: PerfRecord) {
         let bytes = record.bytes();
         let kind = match &record {
             PerfRecord::Sample { .. } => "sample",
             PerfRecord::Deferred { .. } => "callchain_deferred",
-        };
-        let tid = match &record {
-            PerfRecord::Sample { tid, .. } | PerfRecord::Deferred { tid, .. } => *tid,
         };
         let name = self.tracers.perf[session].name.clone();
         self.tracers.perf[session].buffers[cpu].push(record);
@@ -100,7 +99,15 @@ impl Kernel {
                 UserStackMode::CopyStack { bytes } => self.nmi_stack_copy(tid, bytes, mem),
             };
             let time = self.time;
-            self.write_perf(s, cpu, PerfRecord::Sample { time, cpu, tid, sample, kernel: kernel.clone(), user });
+            // perf_event_tid(): the pid as it is now (a non-leader's exec
+            // changes it, de_thread()).
+            let pid = self.task(tid).pid;
+            self.write_perf(
+                s,
+                cpu,
+                tid,
+                PerfRecord::Sample { time, cpu, tid: pid, sample, kernel: kernel.clone(), user },
+            );
         }
         // The BPF programs attached to the event run in its overflow handler.
         self.bpf_on_nmi(cpu);
@@ -110,6 +117,7 @@ impl Kernel {
         let (Some(regs), Some(mm)) = (self.task(tid).regs.clone(), self.task(tid).mm) else {
             return UserChain::None;
         };
+        self.check_walk_mm(tid, mm, "perf's NMI walk");
         let mut cfg = self.opts.unwind.clone();
         cfg.order = vec![Method::Fp];
         // Frame pointers alone never touch the SFrame registry.
@@ -129,6 +137,7 @@ impl Kernel {
         let (Some(regs), Some(mm)) = (self.task(tid).regs.clone(), self.task(tid).mm) else {
             return UserChain::None;
         };
+        self.check_walk_mm(tid, mm, "perf's NMI stack copy");
         // Copy what is readable without faulting, like perf's NMI copy.
         let sp = regs.sp();
         let (copy, stopped) = copy_user(mem, sp, bytes, Access::NoFault);
@@ -157,7 +166,8 @@ impl Kernel {
                 && (session.scope == PerfScope::CpuWide || session.scope == PerfScope::Task(tid));
             if receives {
                 let time = self.time;
-                self.write_perf(s, cpu, PerfRecord::Deferred { time, cpu, tid, cookie, ips: trace.to_vec() });
+                let pid = self.task(tid).pid;
+                self.write_perf(s, cpu, tid, PerfRecord::Deferred { time, cpu, tid: pid, cookie, ips: trace.to_vec() });
             }
         }
     }
