@@ -18,7 +18,6 @@ pub(crate) fn on(nrs: [u16; 3], arch: Arch) -> Option<u64> {
 /// Name, numbers on x86-64, AArch64, s390x.
 #[rustfmt::skip]
 pub(super) static UNIMPLEMENTED: &[(&str, [u16; 3])] = &[
-    ("clone3", [435, 435, 435]),
     ("socket", [41, 198, 359]),
     ("connect", [42, 203, 362]),
     ("bind", [49, 200, 361]),
