@@ -85,9 +85,16 @@ impl Emulator {
             if let Some(exit) = self.exit {
                 if !self.cur().exit_reported {
                     self.cur_mut().exit_reported = true;
+                    // Its other threads end first (each a `ThreadExit`), then
+                    // the process, while the caller is still on the CPU.
+                    self.kill_other_threads();
+                    self.sched.events.push_back(ProcessEvent::Exit { pid: self.pid, exit });
+                }
+                if let Some(event) = self.sched.events.pop_front() {
                     if limit.process_events {
-                        return Ok(Stop::Process(ProcessEvent::Exit { pid: self.pid, exit }));
+                        return Ok(Stop::Process(event));
                     }
+                    continue;
                 }
                 self.end_current(exit);
                 if let Some(exit) = self.schedule(Progress::Ended)? {

@@ -275,7 +275,7 @@ impl Emulator {
         Err(Error::Limit {
             file: self.image.file.clone(),
             problem: format!(
-                "process {} (thread {}) tried to create a process or thread beyond the limit of {} tasks alive at once (a fork or thread bomb?)",
+                "process {} (thread {}) tried to create a process or thread beyond the limit of {} tasks alive at once (a fork bomb or a thread bomb?)",
                 self.pid, self.task.tid, self.limits.processes
             ),
         })

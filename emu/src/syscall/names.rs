@@ -101,7 +101,7 @@ mod tests {
     fn names_by_architecture() {
         assert_eq!(unimplemented(Arch::X86_64, 41), Some("socket"));
         assert_eq!(unimplemented(Arch::Aarch64, 198), Some("socket"));
-        assert_eq!(unimplemented(Arch::S390x, 435), Some("clone3"));
+        assert_eq!(unimplemented(Arch::S390x, 359), Some("socket"));
         assert_eq!(unimplemented(Arch::Aarch64, u64::from(NO)), None);
     }
 }

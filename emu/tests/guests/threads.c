@@ -7,7 +7,8 @@
  * after joins), so it can be compared with qemu-user and a native run.
  * Modes: no argument: everything (execs itself at the end); "noexec":
  * everything up to the exec, then exit(5) with blocked threads, for
- * qemu-user on foreign architectures, which cannot exec. */
+ * qemu-user on foreign architectures, which cannot exec; "bomb": threads
+ * until the emulator's task limit stops it. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
@@ -236,6 +237,14 @@ int main(int argc, char **argv) {
     printf("execed: same pid %d, tid is pid %d, tls %d\n", atoi(argv[2]) == getpid(), gettid_() == getpid(),
            tls_value);
     exit_with_blocked_threads(5);
+  }
+  if (argc > 1 && !strcmp(argv[1], "bomb")) {
+    /* Threads that all stay alive, until the task limit stops the run. */
+    pthread_mutex_lock(&never_mu);
+    for (;;) {
+      pthread_t t;
+      if (pthread_create(&t, 0, sleeper, 0)) return 1;
+    }
   }
   printf("main: tid is pid %d\n", gettid_() == getpid());
   workers();
