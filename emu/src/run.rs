@@ -21,7 +21,7 @@ pub struct RunLimit {
     pub until_icount: Option<u64>,
     /// Stop after each serviced system call.
     pub after_syscall: bool,
-    /// Stop at each [`ProcessEvent`] (fork, exec, block, switch, exit).
+    /// Stop at each [`ProcessEvent`] (fork, exec, thread creation and end, block, switch, exit).
     pub process_events: bool,
 }
 
