@@ -186,3 +186,13 @@ fn dynamic_threads_behave_as_under_qemu() {
         );
     }
 }
+
+#[test]
+fn a_deadlock_names_what_each_thread_waits_for() {
+    for arch in Arch::ALL {
+        let Some(exe) = build(arch) else { continue };
+        let mut emu = load(&exe, &["deadlock"], Tracking::Blocks);
+        let err = emu.run_to_exit().expect_err("the threads deadlock").to_string();
+        assert!(err.contains("1000/1000 in futex, 1000/1001 in futex, 1000/1002 in futex"), "{arch}: {err}");
+    }
+}

@@ -8,7 +8,8 @@
  * Modes: no argument: everything (execs itself at the end); "noexec":
  * everything up to the exec, then exit(5) with blocked threads, for
  * qemu-user on foreign architectures, which cannot exec; "bomb": threads
- * until the emulator's task limit stops it. */
+ * until the emulator's task limit stops it; "deadlock": two threads that
+ * wait for each other's mutex, and the main thread joining one. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
@@ -214,6 +215,36 @@ static void exit_with_blocked_threads(int code) {
   exit(code);
 }
 
+/* ---- a deadlock: two threads take two mutexes in opposite orders ---- */
+
+static pthread_mutex_t lock_a = PTHREAD_MUTEX_INITIALIZER, lock_b = PTHREAD_MUTEX_INITIALIZER;
+static volatile int holds_a, holds_b;
+
+static void *take_a_then_b(void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&lock_a);
+  holds_a = 1;
+  while (!holds_b) sched_yield();
+  pthread_mutex_lock(&lock_b);
+  return 0;
+}
+
+static void *take_b_then_a(void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&lock_b);
+  holds_b = 1;
+  while (!holds_a) sched_yield();
+  pthread_mutex_lock(&lock_a);
+  return 0;
+}
+
+static void deadlock(void) {
+  pthread_t a, b;
+  pthread_create(&a, 0, take_a_then_b, 0);
+  pthread_create(&b, 0, take_b_then_a, 0);
+  pthread_join(a, 0);
+}
+
 /* ---- execve from a non-leader thread ---- */
 
 static char *self;
@@ -246,6 +277,7 @@ int main(int argc, char **argv) {
       if (pthread_create(&t, 0, sleeper, 0)) return 1;
     }
   }
+  if (argc > 1 && !strcmp(argv[1], "deadlock")) deadlock();
   printf("main: tid is pid %d\n", gettid_() == getpid());
   workers();
   exit_while_running();
