@@ -120,6 +120,10 @@ pub struct Emulator {
     pub(crate) retry: Option<crate::syscall::outcome::Blocked>,
     /// The process on the CPU (the per-process fields above are its).
     pub(crate) pid: crate::procs::Pid,
+    /// The thread on the CPU: its ID and addresses (the per-thread fields
+    /// above — registers in the engine, `signals` but for its dispositions,
+    /// `altstack`, `blocked`, the tracker's stacks — are its).
+    pub(crate) task: crate::procs::Task,
     /// Every process, the current one included.
     pub(crate) procs: std::collections::BTreeMap<crate::procs::Pid, crate::procs::Proc>,
     /// The scheduler's bookkeeping.

@@ -43,7 +43,7 @@ pub enum Error {
     Deadlock {
         /// The first process's program.
         file: String,
-        /// Each process and what it waits for.
+        /// Each process (each thread, as `pid/tid`, of one with several) and what it waits for.
         waiting: String,
     },
     /// Unicorn refused an operation that the emulator relies on.

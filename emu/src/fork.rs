@@ -20,7 +20,9 @@ impl Emulator {
     /// The current process's state, copied for a child: memory, registers
     /// (with the call's result 0), descriptors (sharing their open-file
     /// descriptions), signal dispositions and mask (no pending signals),
-    /// working directory and ground truth.
+    /// working directory and ground truth. Of its threads only the calling
+    /// one is copied, as in Linux: the others' stacks stay in the memory,
+    /// nobody runs on them.
     pub(crate) fn copy_for_fork(&self) -> Result<Parked, Error> {
         let info = self.info();
         let err = self.engine_error("copy a process");
@@ -68,6 +70,8 @@ impl Emulator {
             cwd: self.fs.cwd.clone(),
             umask: self.fs.umask,
             exe: self.fs.exe.clone(),
+            // The child's one thread; its ID is set when it gets one.
+            task: crate::procs::Task::new(0),
         })
     }
 

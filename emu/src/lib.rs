@@ -60,11 +60,14 @@
 //!   besides memory: its IDs, standard streams ([`Stdin`]) and open files,
 //!   the virtual clock, the random stream, signal dispositions
 //!   ([`SigAction`]).
-//! * **Processes** (`procs.rs`, `sched.rs`, `fork.rs`): the process table
-//!   and its types ([`Pid`], [`ProcessEvent`], [`Limits`]); the
-//!   deterministic scheduler, which keeps the running process's state in
-//!   the emulator's fields and parks the others' (a context switch swaps
-//!   them); and the copy a `fork` makes, each process with its own engine.
+//! * **Processes and threads** (`procs.rs`, `sched.rs`, `fork.rs`): the
+//!   process table and its types ([`Pid`], [`Tid`], [`ProcessEvent`],
+//!   [`Limits`]); the deterministic scheduler, which keeps the running
+//!   thread's and process's state in the emulator's fields and parks the
+//!   others' (a context switch swaps them; threads of one process share its
+//!   engine and swap registers through a Unicorn context and their own
+//!   ground-truth stacks); and the copy a `fork` makes, each process with
+//!   its own engine. Futexes are `syscall/process.rs`.
 //!   The calls that create, replace and reap processes are
 //!   `syscall/life.rs`; pipes are `fs/pipe.rs`.
 //! * **On the host** ([`host`]): a program run like `qemu-user` runs it, with
@@ -113,7 +116,7 @@ pub use memory::{AccessKind, Area, AreaKind, MemFault, PageStats, PageTable, Per
 pub use nmi::{NmiPoint, NmiSource};
 pub use objects::{MappedFile, Object};
 pub use process::{SigAction, Stdin};
-pub use procs::{Limits, Pid, ProcessEvent, FIRST_PID};
+pub use procs::{Limits, Pid, ProcessEvent, Tid, FIRST_PID};
 pub use run::{RunLimit, Stop};
 pub use shadow::{After, FrameKind, ShadowFrame, ShadowStack};
 pub use syscall::SyscallRecord;

@@ -140,6 +140,7 @@ impl Emulator {
             blocked: None,
             retry: None,
             pid: crate::procs::FIRST_PID,
+            task: crate::procs::Task::new(crate::procs::FIRST_PID),
             procs: crate::procs::first_process(),
             sched: crate::procs::Sched {
                 quantum: config.quantum.max(1),

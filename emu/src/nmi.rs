@@ -19,6 +19,10 @@ pub struct NmiSource {
 pub struct NmiPoint {
     /// Instructions executed before the NMI (a multiple of the period).
     pub icount: u64,
+    /// The process on the CPU.
+    pub pid: crate::procs::Pid,
+    /// The thread on the CPU: the registers and the ground truth are its.
+    pub tid: crate::procs::Tid,
     /// The interrupted PC (the next instruction to run).
     pub pc: u64,
     /// The stack pointer.
@@ -68,7 +72,15 @@ impl Emulator {
     /// The guest's state now, as an NMI here would see it.
     pub fn nmi_point(&self) -> Result<NmiPoint, Error> {
         let regs = self.regs()?;
-        Ok(NmiPoint { icount: self.icount(), pc: regs.pc, sp: regs.sp, ground_truth: self.ground_truth(), regs })
+        Ok(NmiPoint {
+            icount: self.icount(),
+            pid: self.pid(),
+            tid: self.tid(),
+            pc: regs.pc,
+            sp: regs.sp,
+            ground_truth: self.ground_truth(),
+            regs,
+        })
     }
 }
 

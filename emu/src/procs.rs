@@ -1,8 +1,13 @@
-//! The process table's types: process IDs, what happens to processes,
-//! the limits, and what the kernel keeps per process while it is off the
-//! CPU. What is done with them (switching, scheduling, ending) is
-//! `sched.rs`; this file knows nothing of the emulator, so that the
-//! emulator's own file can hold them.
+//! The process table's types: process and thread IDs, what happens to
+//! processes and threads, the limits, and what the kernel keeps per
+//! process and per thread while they are off the CPU. What is done with
+//! them (switching, scheduling, ending) is `sched.rs`; this file knows
+//! nothing of the emulator, so that the emulator's own file can hold them.
+//!
+//! A process is a thread group: one engine (address space), descriptors,
+//! signal dispositions, working directory; each of its threads has its own
+//! registers, thread ID, signal mask and pending set, alternate signal
+//! stack, sleeping call, `clear_child_tid`, robust list and ground truth.
 
 use crate::elf::Image;
 use crate::engine::Engine;
@@ -38,8 +43,12 @@ impl Exit {
     }
 }
 
-/// A process ID.
+/// A process ID (a thread group's ID: its first thread's ID).
 pub type Pid = u32;
+
+/// A thread ID. Thread and process IDs come from one counter, as in Linux:
+/// a process's first thread has the process's ID.
+pub type Tid = u32;
 
 /// The first process's ID (later ones count up from here).
 pub const FIRST_PID: Pid = 1000;
@@ -49,6 +58,29 @@ pub const FIRST_PID: Pid = 1000;
 /// [`RunLimit`](crate::RunLimit) asks for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProcessEvent {
+    /// Thread `by` of process `pid` created thread `tid` in the same
+    /// process (`clone` or `clone3` with `CLONE_THREAD`); the CPU still runs `by`.
+    Thread {
+        /// The process.
+        pid: Pid,
+        /// The new thread.
+        tid: Tid,
+        /// The thread that called.
+        by: Tid,
+    },
+    /// Thread `tid` of process `pid` has ended while the process goes on:
+    /// it called `exit` with siblings alive (it is still on the CPU, as in
+    /// `do_exit`), or a sibling's `exit_group`, fatal signal or `execve`
+    /// killed it (`exit` is then SIGKILL; it was off the CPU). The last
+    /// thread's end is the process's [`ProcessEvent::Exit`].
+    ThreadExit {
+        /// The process.
+        pid: Pid,
+        /// The thread.
+        tid: Tid,
+        /// How it ended.
+        exit: Exit,
+    },
     /// `parent` created `child` with `fork`, `vfork` or `clone`; the CPU still runs the parent.
     Fork {
         /// The process that called.
@@ -56,26 +88,38 @@ pub enum ProcessEvent {
         /// The new process.
         child: Pid,
     },
-    /// `pid` replaced its program (`execve`); it is on the CPU at the new entry point.
+    /// `pid` replaced its program (`execve`); it is on the CPU at the new
+    /// entry point. Its other threads have ended first (each a
+    /// [`ProcessEvent::ThreadExit`]); the caller is now thread `pid`.
     Exec {
         /// The process.
         pid: Pid,
+        /// The thread that called (its ID before it took the process's).
+        tid: Tid,
         /// The program, as the guest named it.
         path: Vec<u8>,
     },
-    /// `pid` sleeps in the kernel in system call `syscall` (a pipe, `wait4`, a sleep).
+    /// Thread `tid` of `pid` sleeps in the kernel in system call `syscall`
+    /// (a pipe, `wait4`, a sleep, a futex).
     Block {
         /// The process.
         pid: Pid,
+        /// The thread.
+        tid: Tid,
         /// The call it sleeps in.
         syscall: &'static str,
     },
-    /// The CPU switched from process `from` to process `to`.
+    /// The CPU switched from thread `from_tid` of process `from` to thread
+    /// `to_tid` of process `to` (the same process when two of its threads take turns).
     Switch {
         /// The process that was on the CPU.
         from: Pid,
         /// The process now on the CPU.
         to: Pid,
+        /// The thread that was on the CPU (it may have just ended).
+        from_tid: Tid,
+        /// The thread now on the CPU.
+        to_tid: Tid,
     },
     /// `pid` has ended (it is still on the CPU, its memory still there, as
     /// in the kernel's `do_exit` before `exit_mm`).
@@ -92,7 +136,9 @@ pub enum ProcessEvent {
 /// instead of exhausting the machine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Processes alive at once; one more `fork` stops the run ([`Error::Limit`](crate::Error::Limit)).
+    /// Tasks (threads, a process counting as its threads) alive at once;
+    /// one more `fork` or `pthread_create` stops the run
+    /// ([`Error::Limit`](crate::Error::Limit)).
     pub processes: u32,
     /// Bytes of guest memory mapped, all processes together: a mapping past
     /// it fails with `ENOMEM`, as under a kernel's `RLIMIT_AS`, with a warning.
@@ -123,6 +169,74 @@ pub(crate) struct Parked {
     pub(crate) cwd: Vec<u8>,
     pub(crate) umask: u32,
     pub(crate) exe: Vec<u8>,
+    pub(crate) task: Task,
+}
+
+/// A thread's identity and the addresses the kernel keeps for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Task {
+    /// Its thread ID.
+    pub(crate) tid: Tid,
+    /// `set_tid_address`/`CLONE_CHILD_CLEARTID`: written 0 and woken when it exits.
+    pub(crate) clear_child_tid: u64,
+    /// `set_robust_list`: the head and its length (recorded only: robust
+    /// mutexes of a dead owner are not marked).
+    pub(crate) robust_list: (u64, u64),
+}
+
+impl Task {
+    /// A thread with nothing recorded.
+    pub(crate) fn new(tid: Tid) -> Task {
+        Task { tid, clear_child_tid: 0, robust_list: (0, 0) }
+    }
+}
+
+/// A thread that is not on the CPU while its process is (or while another
+/// thread of its process is the one its process's [`Parked`] state holds):
+/// what the emulator's per-thread fields hold for the running thread.
+pub(crate) struct ParkedThread {
+    /// Every register (the thread pointer included: FS base, `TPIDR_EL0`,
+    /// s390x access registers are in Unicorn's CPU context).
+    pub(crate) context: unicorn_engine::Context,
+    /// Its mask and pending set (its `actions` are stale: the process's
+    /// dispositions are those of the thread its process has loaded).
+    pub(crate) signals: Signals,
+    pub(crate) altstack: Option<(u64, u64)>,
+    pub(crate) blocked: Option<Blocked>,
+    pub(crate) task: Task,
+    /// Its ground truth: the fast and the reference stacks, and a stop
+    /// inside a block not yet run.
+    pub(crate) stack: crate::shadow::ShadowStack,
+    pub(crate) reference: Option<crate::shadow::ShadowStack>,
+    pub(crate) cut: Option<crate::track::Cut>,
+}
+
+/// Signals sent to a process as a whole (`kill`), not yet taken by one of
+/// its threads: the first thread that does not block one takes it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SharedPending {
+    pub(crate) pending: u64,
+    /// `si_code` of each pending signal.
+    pub(crate) code: [i32; crate::signal::NSIG as usize + 1],
+}
+
+impl Default for SharedPending {
+    fn default() -> Self {
+        SharedPending { pending: 0, code: [0; crate::signal::NSIG as usize + 1] }
+    }
+}
+
+/// A thread sleeping in `FUTEX_WAIT`, in the order they began to wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FutexWaiter {
+    /// The process whose memory holds the futex word (private and shared
+    /// futexes alike: processes share no memory here).
+    pub(crate) pid: Pid,
+    pub(crate) tid: Tid,
+    pub(crate) addr: u64,
+    pub(crate) bitset: u32,
+    /// A wake chose it; it returns 0 when it runs again.
+    pub(crate) woken: bool,
 }
 
 /// Where a process is in its life.
@@ -154,6 +268,30 @@ pub(crate) struct Proc {
     pub(crate) vfork_parent: Option<Pid>,
     /// Its exit has been reported as a [`ProcessEvent::Exit`].
     pub(crate) exit_reported: bool,
+    /// Its live threads by ID: parked ones with their state, `None` for the
+    /// one its process state holds (on the CPU, or in `parked`). Empty for a zombie.
+    pub(crate) threads: BTreeMap<Tid, Option<Box<ParkedThread>>>,
+    /// Signals sent to the process as a whole.
+    pub(crate) shared: SharedPending,
+}
+
+impl Proc {
+    /// A new process whose only thread has its ID.
+    pub(crate) fn new(pid: Pid, ppid: Pid, pgid: Pid, sid: Pid, parked: Option<Box<Parked>>, exit_signal: u32) -> Proc {
+        Proc {
+            ppid,
+            pgid,
+            sid,
+            life: Life::Alive,
+            parked,
+            execed: false,
+            exit_signal,
+            vfork_parent: None,
+            exit_reported: false,
+            threads: BTreeMap::from([(pid, None)]),
+            shared: SharedPending::default(),
+        }
+    }
 }
 
 /// The scheduler's bookkeeping.
@@ -175,20 +313,28 @@ pub(crate) struct Sched {
     pub(crate) idle: usize,
     /// Pipes created so far (their inode numbers count from this).
     pub(crate) pipes: u64,
+    /// Threads sleeping on futexes, in the order they began.
+    pub(crate) futexes: Vec<FutexWaiter>,
+    /// The current thread called `sched_yield`: it gives up the rest of its quantum.
+    pub(crate) yielded: bool,
+    /// The current thread has called `exit` with siblings alive: it leaves
+    /// the CPU for good once its events are reported.
+    pub(crate) thread_exited: bool,
+    /// A Unicorn context to save the outgoing thread's registers in, so a
+    /// thread switch allocates nothing (`None` until the first switch).
+    pub(crate) spare: Option<SpareContext>,
+}
+
+/// A Unicorn context kept for reuse (a newtype: `Context` has no `Debug`).
+pub(crate) struct SpareContext(pub(crate) unicorn_engine::Context);
+
+impl std::fmt::Debug for SpareContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SpareContext")
+    }
 }
 
 /// The process table at the start: the first process, alone.
 pub(crate) fn first_process() -> BTreeMap<Pid, Proc> {
-    let first = Proc {
-        ppid: 0,
-        pgid: FIRST_PID,
-        sid: FIRST_PID,
-        life: Life::Alive,
-        parked: None,
-        execed: false,
-        exit_signal: 0,
-        vfork_parent: None,
-        exit_reported: false,
-    };
-    BTreeMap::from([(FIRST_PID, first)])
+    BTreeMap::from([(FIRST_PID, Proc::new(FIRST_PID, 0, FIRST_PID, FIRST_PID, None, 0))])
 }

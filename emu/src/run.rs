@@ -21,7 +21,7 @@ pub struct RunLimit {
     pub until_icount: Option<u64>,
     /// Stop after each serviced system call.
     pub after_syscall: bool,
-    /// Stop at each [`ProcessEvent`] (fork, exec, block, switch, exit).
+    /// Stop at each [`ProcessEvent`] (fork, exec, thread creation and end, block, switch, exit).
     pub process_events: bool,
 }
 
@@ -85,9 +85,16 @@ impl Emulator {
             if let Some(exit) = self.exit {
                 if !self.cur().exit_reported {
                     self.cur_mut().exit_reported = true;
+                    // Its other threads end first (each a `ThreadExit`), then
+                    // the process, while the caller is still on the CPU.
+                    self.kill_other_threads();
+                    self.sched.events.push_back(ProcessEvent::Exit { pid: self.pid, exit });
+                }
+                if let Some(event) = self.sched.events.pop_front() {
                     if limit.process_events {
-                        return Ok(Stop::Process(ProcessEvent::Exit { pid: self.pid, exit }));
+                        return Ok(Stop::Process(event));
                     }
+                    continue;
                 }
                 self.end_current(exit);
                 if let Some(exit) = self.schedule(Progress::Ended)? {
@@ -101,11 +108,20 @@ impl Emulator {
                 }
                 continue;
             }
+            if self.sched.thread_exited {
+                // Its `ThreadExit` has been reported while it was on the CPU.
+                self.sched.thread_exited = false;
+                self.end_current_thread();
+                if let Some(exit) = self.schedule(Progress::Ended)? {
+                    return Ok(Stop::Exit(exit));
+                }
+                continue;
+            }
             if self.icount() >= stop_at {
                 return Ok(Stop::Limit);
             }
             self.check_instruction_limit()?;
-            if self.in_vfork(self.pid) {
+            if self.in_vfork(self.task.tid) {
                 self.schedule(Progress::Waiting)?;
                 continue;
             }
@@ -126,7 +142,8 @@ impl Emulator {
                     }
                 }
             }
-            if self.quantum_over() {
+            let yielded = std::mem::take(&mut self.sched.yielded) && self.others_alive();
+            if yielded || self.quantum_over() {
                 self.schedule(Progress::Preempted)?;
                 continue;
             }
@@ -186,7 +203,7 @@ impl Emulator {
                 (Some(Trap::Syscall(nr)), _) => {
                     let record = syscall::dispatch(self, nr)?;
                     if let Some(blocked) = self.blocked {
-                        let event = ProcessEvent::Block { pid: self.pid, syscall: blocked.name };
+                        let event = ProcessEvent::Block { pid: self.pid, tid: self.task.tid, syscall: blocked.name };
                         self.sched.events.push_back(event);
                     } else if limit.after_syscall {
                         return Ok(Stop::Syscall(record));
@@ -266,8 +283,8 @@ impl Emulator {
     }
 
     /// Makes signal `sig` pending in the process on the CPU, as `kill()`
-    /// from another process would; it is delivered when the guest next runs
-    /// (if not blocked; an ignored one is dropped, as by the kernel).
+    /// from another process would; it is delivered when one of its threads
+    /// next runs (one that does not block it; an ignored one is dropped, as by the kernel).
     pub fn send_signal(&mut self, sig: u32) -> Result<(), Error> {
         if !(1..=64).contains(&sig) {
             return Err(Error::Setup { file: self.image.file.clone(), problem: format!("no signal {sig}") });
@@ -279,13 +296,8 @@ impl Emulator {
     /// Delivers the lowest pending, unblocked signal; `true` if the guest's
     /// state changed (a handler was entered or the process ended).
     fn deliver_pending_signals(&mut self) -> Result<bool, Error> {
-        let ready = self.signals.pending & !self.signals.blocked;
-        if ready == 0 {
-            return Ok(false);
-        }
-        let sig = ready.trailing_zeros() + 1;
-        self.signals.pending &= !crate::process::sig_bit(sig);
-        let code = self.signals.sent_code[sig as usize];
+        let Some((sig, own)) = self.next_signal() else { return Ok(false) };
+        let code = self.take_signal(sig, own);
         match self.signals.actions[sig as usize].handler {
             crate::process::SIG_IGN => Ok(false),
             crate::process::SIG_DFL => match signal::default_action(sig) {

@@ -1,7 +1,9 @@
-//! Processes and the deterministic scheduler.
+//! Processes, threads and the deterministic scheduler.
 //!
-//! Every process has its own engine (its address space and registers), its
-//! own descriptor table, signal state, working directory and ground truth;
+//! Every process has its own engine (its address space), its own
+//! descriptor table, signal dispositions and working directory; each of its
+//! threads has its own registers, signal mask and pending set, alternate
+//! stack and ground truth (see `procs.rs`);
 //! the file system, the pipes, the clock, the random stream and the
 //! standard streams are the machine's and shared. The emulator's
 //! per-process fields always describe the process *on the CPU*, the way a
@@ -11,10 +13,19 @@
 //! code and every accessor (`regs`, `ground_truth`, `user_memory`) work on
 //! "the current process" without knowing that there are others.
 //!
-//! Scheduling is deterministic: the current process runs until it blocks
-//! (a pipe, `wait4`, a sleep, `poll`), exits, or has run its quantum of
-//! instructions; then the next process in pid order that can run does. A
-//! blocked process is retried by running its system call again (the calls
+//! Threads switch the same way one level down: a switch between two
+//! threads of one process saves the registers into a Unicorn context and
+//! restores the other's (one `memcpy` of the CPU state each way, into a
+//! context kept for reuse), and swaps the per-thread fields and the
+//! tracker's ground-truth stacks (moves). A switch to a thread of another
+//! process first switches process, then thread if that process's loaded
+//! thread is not the one wanted.
+//!
+//! Scheduling is deterministic: the current thread runs until it blocks
+//! (a pipe, `wait4`, a sleep, `poll`, a futex), exits, yields, or has run
+//! its quantum of instructions; then the next thread in tid order (all
+//! processes' threads together) that can run does. A
+//! blocked thread is retried by running its system call again (the calls
 //! that block have no side effects until they complete); when no process
 //! can run, the virtual clock jumps to the earliest timeout, and if there is
 //! none the run ends in a deadlock error naming what each process waits for.
@@ -27,7 +38,7 @@ use crate::emulator::Emulator;
 use crate::error::Error;
 use crate::fs::FdTable;
 use crate::process::{sig_bit, Signals, SIG_DFL, SIG_IGN};
-use crate::procs::{Exit, Life, Parked, Pid, Proc, ProcessEvent, FIRST_PID};
+use crate::procs::{Exit, Life, Parked, ParkedThread, Pid, Proc, ProcessEvent, SpareContext, Task, Tid, FIRST_PID};
 use crate::sigframe::{SA_NOCLDWAIT, SA_RESTART};
 use crate::signal;
 use crate::syscall::outcome::Blocked;
@@ -37,6 +48,32 @@ impl Emulator {
     /// [`Emulator::ground_truth`] and the memory accessors describe.
     pub fn pid(&self) -> Pid {
         self.pid
+    }
+
+    /// The thread on the CPU (its process is [`Emulator::pid`]): the one
+    /// whose registers, signal mask and ground truth the accessors describe.
+    pub fn tid(&self) -> Tid {
+        self.task.tid
+    }
+
+    /// The live threads of process `pid`, in tid order (empty for a zombie
+    /// or an unknown process).
+    pub fn threads(&self, pid: Pid) -> Vec<Tid> {
+        self.procs.get(&pid).map(|p| p.threads.keys().copied().collect()).unwrap_or_default()
+    }
+
+    /// Every live thread as `(pid, tid)`, in tid order: what the scheduler
+    /// takes turns between.
+    pub fn tasks(&self) -> Vec<(Pid, Tid)> {
+        let mut tasks: Vec<(Pid, Tid)> =
+            self.procs.iter().flat_map(|(&pid, p)| p.threads.keys().map(move |&tid| (pid, tid))).collect();
+        tasks.sort_unstable_by_key(|&(_, tid)| tid);
+        tasks
+    }
+
+    /// The process a live thread belongs to.
+    pub(crate) fn owner(&self, tid: Tid) -> Option<Pid> {
+        self.procs.iter().find(|(_, p)| p.threads.contains_key(&tid)).map(|(&pid, _)| pid)
     }
 
     /// Process events not yet reported by [`Emulator::run`]: what the last
@@ -87,27 +124,140 @@ impl Emulator {
             cwd: replace(&mut self.fs.cwd, replacement.cwd),
             umask: replace(&mut self.fs.umask, replacement.umask),
             exe: replace(&mut self.fs.exe, replacement.exe),
+            task: replace(&mut self.task, replacement.task),
         }
     }
 
-    /// Puts process `to` on the CPU (it must be parked), parking the current one.
-    pub(crate) fn switch_to(&mut self, to: Pid) {
-        let from = self.pid;
-        if from == to {
-            return;
+    /// Puts thread `to_tid` on the CPU (it must be alive), parking the
+    /// current thread (unless it has ended) and, if `to_tid` is another
+    /// process's, the current process.
+    pub(crate) fn switch_to(&mut self, to_tid: Tid) -> Result<(), Error> {
+        let (from, from_tid) = (self.pid, self.task.tid);
+        let Some(to) = self.owner(to_tid) else { return Ok(()) };
+        if to == from && to_tid == from_tid {
+            return Ok(());
         }
         self.sched.base = self.icount();
-        let incoming = *self.procs.get_mut(&to).and_then(|p| p.parked.take()).expect("a parked process");
-        let outgoing = self.park(incoming);
-        if let Some(p) = self.procs.get_mut(&from) {
-            if p.life == Life::Alive {
-                p.parked = Some(Box::new(outgoing));
+        if to != from {
+            let incoming = *self.procs.get_mut(&to).and_then(|p| p.parked.take()).expect("a parked process");
+            let outgoing = self.park(incoming);
+            if let Some(p) = self.procs.get_mut(&from) {
+                if p.life == Life::Alive {
+                    p.parked = Some(Box::new(outgoing));
+                }
             }
+            self.pid = to;
+            self.fs.pid = u64::from(to);
         }
-        self.pid = to;
-        self.fs.pid = u64::from(to);
+        if self.task.tid != to_tid {
+            self.switch_thread(to_tid)?;
+        }
         self.sched.start = self.own_icount();
-        self.sched.events.push_back(ProcessEvent::Switch { from, to });
+        self.sched.events.push_back(ProcessEvent::Switch { from, to, from_tid, to_tid });
+        Ok(())
+    }
+
+    /// Puts thread `to` of the current process on the CPU, parking the
+    /// current thread (dropping it if it has ended).
+    fn switch_thread(&mut self, to: Tid) -> Result<(), Error> {
+        use std::mem::replace;
+        let incoming = *self.cur_mut().threads.get_mut(&to).and_then(Option::take).expect("a parked thread");
+        let err = self.engine_error("switch threads");
+        let mut saved = match self.sched.spare.take() {
+            Some(spare) => spare.0,
+            None => self.uc.context_alloc().map_err(&err)?,
+        };
+        self.uc.context_save(&mut saved).map_err(&err)?;
+        self.uc.context_restore(&incoming.context).map_err(&err)?;
+        self.sched.spare = Some(SpareContext(incoming.context));
+        // The dispositions are the process's: they stay.
+        let actions = self.signals.actions;
+        let signals = replace(&mut self.signals, incoming.signals);
+        self.signals.actions = actions;
+        let tracker = &mut self.uc.get_data_mut().tracker;
+        let stack = replace(&mut tracker.stack, incoming.stack);
+        let reference = match (&mut tracker.reference, incoming.reference) {
+            (Some(mine), Some(theirs)) => Some(replace(&mut mine.stack, theirs)),
+            _ => None,
+        };
+        let cut = replace(&mut tracker.cut, incoming.cut);
+        let outgoing = ParkedThread {
+            context: saved,
+            signals,
+            altstack: replace(&mut self.altstack, incoming.altstack),
+            blocked: replace(&mut self.blocked, incoming.blocked),
+            task: replace(&mut self.task, incoming.task),
+            stack,
+            reference,
+            cut,
+        };
+        match self.cur_mut().threads.get_mut(&outgoing.task.tid) {
+            Some(slot) => *slot = Some(Box::new(outgoing)),
+            // It has ended: its context is the next switch's spare.
+            None => self.sched.spare = Some(SpareContext(outgoing.context)),
+        }
+        Ok(())
+    }
+
+    /// A new thread of the current process, parked, that returns 0 from
+    /// the current system call on stack `sp` (if not 0) with thread pointer
+    /// `tls` (if given), the caller's signal mask, no alternate stack (as
+    /// Linux's `copy_process` for `CLONE_VM`) and an empty ground truth: its
+    /// stack holds no frame of the caller's.
+    pub(crate) fn add_thread(&mut self, sp: u64, tls: Option<u64>, clear_child_tid: u64) -> Result<Tid, Error> {
+        let info = self.info();
+        let err = self.engine_error("set up a thread");
+        let caller = self.uc.context_init().map_err(&err)?;
+        if sp != 0 {
+            self.uc.reg_write(info.sp, sp).map_err(&err)?;
+        }
+        self.uc.reg_write(info.syscall.ret, 0).map_err(&err)?;
+        if let Some(tls) = tls {
+            self.machine.set_tls(&mut self.uc, tls).map_err(&err)?;
+        }
+        let context = self.uc.context_init().map_err(&err)?;
+        self.uc.context_restore(&caller).map_err(&err)?;
+        let tid = self.sched.next_pid;
+        self.sched.next_pid += 1;
+        let mut signals = crate::process::Signals { blocked: self.signals.blocked, ..Default::default() };
+        signals.actions = self.signals.actions;
+        let reference = self.tracker().reference.as_ref().map(|_| crate::shadow::ShadowStack::new());
+        let thread = ParkedThread {
+            context,
+            signals,
+            altstack: None,
+            blocked: None,
+            task: Task { clear_child_tid, ..Task::new(tid) },
+            stack: crate::shadow::ShadowStack::new(),
+            reference,
+            cut: None,
+        };
+        self.cur_mut().threads.insert(tid, Some(Box::new(thread)));
+        let (pid, by) = (self.pid, self.task.tid);
+        self.sched.events.push_back(ProcessEvent::Thread { pid, tid, by });
+        Ok(tid)
+    }
+
+    /// The current thread has ended alone (`exit` with siblings alive): it
+    /// leaves its process's thread list; the next switch drops its state.
+    pub(crate) fn end_current_thread(&mut self) {
+        let tid = self.task.tid;
+        self.cur_mut().threads.remove(&tid);
+        self.sched.futexes.retain(|w| w.tid != tid);
+    }
+
+    /// Ends every thread of the current process but the current one (an
+    /// `exit_group`, a fatal signal, `execve`'s `de_thread`): each is
+    /// reported as killed.
+    pub(crate) fn kill_other_threads(&mut self) {
+        let (pid, me) = (self.pid, self.task.tid);
+        let others: Vec<Tid> = self.cur().threads.keys().copied().filter(|&t| t != me).collect();
+        let kill = Exit::Signal { signal: signal::SIGKILL, fault: None, pc: 0 };
+        for tid in others {
+            self.cur_mut().threads.remove(&tid);
+            self.sched.events.push_back(ProcessEvent::ThreadExit { pid, tid, exit: kill });
+        }
+        self.sched.futexes.retain(|w| w.pid != pid);
     }
 
     /// Process `pid` as a system call names it, if it is in the table
@@ -119,34 +269,26 @@ impl Emulator {
     /// Stops the run if one more process would pass [`crate::Limits::processes`]
     /// (checked before the copy a new process costs).
     pub(crate) fn check_process_limit(&self) -> Result<(), Error> {
-        if (self.pids().len() as u32) < self.limits.processes {
+        if (self.tasks().len() as u32) < self.limits.processes {
             return Ok(());
         }
         Err(Error::Limit {
             file: self.image.file.clone(),
             problem: format!(
-                "process {} tried to create a process beyond the limit of {} alive at once (a fork bomb?)",
-                self.pid, self.limits.processes
+                "process {} (thread {}) tried to create a process or thread beyond the limit of {} tasks alive at once (a fork bomb or a thread bomb?)",
+                self.pid, self.task.tid, self.limits.processes
             ),
         })
     }
 
-    /// Adds a process to the table, parked with `state`; returns its pid.
-    pub(crate) fn add_process(&mut self, state: Parked, exit_signal: u32) -> Pid {
+    /// Adds a process to the table, parked with `state` (its one thread
+    /// gets the process's ID); returns its pid.
+    pub(crate) fn add_process(&mut self, mut state: Parked, exit_signal: u32) -> Pid {
         let pid = self.sched.next_pid;
         self.sched.next_pid += 1;
+        state.task.tid = pid;
         let parent = self.cur();
-        let proc = Proc {
-            ppid: self.pid,
-            pgid: parent.pgid,
-            sid: parent.sid,
-            life: Life::Alive,
-            parked: Some(Box::new(state)),
-            execed: false,
-            exit_signal,
-            vfork_parent: None,
-            exit_reported: false,
-        };
+        let proc = Proc::new(pid, self.pid, parent.pgid, parent.sid, Some(Box::new(state)), exit_signal);
         self.procs.insert(pid, proc);
         self.sched.events.push_back(ProcessEvent::Fork { parent: self.pid, child: pid });
         pid
@@ -162,6 +304,11 @@ impl Emulator {
         }
         // Closing the descriptors now wakes readers of its pipes.
         self.fds = FdTable::default();
+        // Its other threads die with it (exit_group, a fatal signal).
+        self.kill_other_threads();
+        let me = self.task.tid;
+        self.cur_mut().threads.remove(&me);
+        self.sched.futexes.retain(|w| w.pid != pid);
         for p in self.procs.values_mut() {
             if p.ppid == pid {
                 p.ppid = 0;
@@ -187,7 +334,8 @@ impl Emulator {
         }
     }
 
-    /// The signal state of live process `pid`, on the CPU or parked.
+    /// The signal state of live process `pid`'s loaded thread, on the CPU
+    /// or parked: its `actions` are the process's dispositions.
     fn signals_of(&self, pid: Pid) -> Option<&Signals> {
         let p = self.procs.get(&pid).filter(|p| p.life == Life::Alive)?;
         if pid == self.pid {
@@ -196,43 +344,101 @@ impl Emulator {
         p.parked.as_deref().map(|parked| &parked.signals)
     }
 
-    /// Makes `sig` pending in process `pid` (current or parked), unless ignored.
-    pub(crate) fn post_signal(&mut self, pid: Pid, sig: u32, code: i32) {
-        if self.signals_of(pid).is_none() {
-            return;
-        }
-        let signals = if pid == self.pid {
-            &mut self.signals
-        } else {
-            match self.procs.get_mut(&pid).and_then(|p| p.parked.as_deref_mut()) {
-                Some(parked) => &mut parked.signals,
-                None => return,
-            }
-        };
+    /// Whether `sig` is dropped at once when sent to process `pid`: ignored
+    /// (explicitly, or by default) and not blocked (it may be unignored
+    /// before it is unblocked) by `blocked`.
+    fn dropped(&self, pid: Pid, sig: u32, blocked: u64) -> bool {
+        let Some(signals) = self.signals_of(pid) else { return true };
         let action = signals.actions[sig as usize];
         let ignored = action.handler == SIG_IGN
             || (action.handler == SIG_DFL && signal::default_action(sig) != signal::DefaultAction::Terminate);
-        // An ignored signal is dropped at once, unless blocked (it may be
-        // unignored before it is unblocked).
-        if ignored && signals.blocked & sig_bit(sig) == 0 {
+        ignored && blocked & sig_bit(sig) == 0
+    }
+
+    /// Makes `sig` pending in process `pid` as a whole (`kill`): the first
+    /// of its threads that does not block it takes it. Dropped if ignored.
+    pub(crate) fn post_signal(&mut self, pid: Pid, sig: u32, code: i32) {
+        let blocked = self.signals_of(pid).map_or(0, |s| s.blocked);
+        if self.dropped(pid, sig, blocked) {
             return;
         }
+        if let Some(p) = self.procs.get_mut(&pid) {
+            p.shared.pending |= sig_bit(sig);
+            p.shared.code[sig as usize] = code;
+        }
+    }
+
+    /// Makes `sig` pending in thread `tid` alone (`tgkill`, a fault). Dropped if ignored.
+    pub(crate) fn post_thread_signal(&mut self, tid: Tid, sig: u32, code: i32) {
+        let Some(pid) = self.owner(tid) else { return };
+        let signals = if tid == self.task.tid {
+            &mut self.signals
+        } else {
+            let p = self.procs.get_mut(&pid).expect("the owner is in the table");
+            match p.threads.get_mut(&tid) {
+                Some(Some(thread)) => &mut thread.signals,
+                // The thread its parked process has loaded.
+                _ => match p.parked.as_deref_mut() {
+                    Some(parked) => &mut parked.signals,
+                    None => return,
+                },
+            }
+        };
+        let blocked = signals.blocked;
+        if self.dropped(pid, sig, blocked) {
+            return;
+        }
+        let signals = if tid == self.task.tid {
+            &mut self.signals
+        } else {
+            let p = self.procs.get_mut(&pid).expect("the owner is in the table");
+            match p.threads.get_mut(&tid) {
+                Some(Some(thread)) => &mut thread.signals,
+                _ => &mut p.parked.as_deref_mut().expect("checked above").signals,
+            }
+        };
         signals.pending |= sig_bit(sig);
         signals.sent_code[sig as usize] = code;
     }
 
-    /// Picks the process to run after the current one, in pid order
-    /// starting after it; the current one last. `None` if no process is alive.
-    pub(crate) fn next_candidates(&self) -> Vec<Pid> {
-        let alive: Vec<Pid> = self.pids();
-        let after = alive.iter().copied().filter(|&p| p > self.pid);
-        let before = alive.iter().copied().filter(|&p| p <= self.pid);
+    /// The lowest signal the current thread may take now: its own first,
+    /// then its process's (as the kernel's `dequeue_signal`), with whether
+    /// it is its own.
+    pub(crate) fn next_signal(&self) -> Option<(u32, bool)> {
+        let own = self.signals.pending & !self.signals.blocked;
+        if own != 0 {
+            return Some((own.trailing_zeros() + 1, true));
+        }
+        let shared = self.cur().shared.pending & !self.signals.blocked;
+        (shared != 0).then(|| (shared.trailing_zeros() + 1, false))
+    }
+
+    /// Takes signal `sig` (see [`Emulator::next_signal`]) off the pending
+    /// sets; returns its `si_code`.
+    pub(crate) fn take_signal(&mut self, sig: u32, own: bool) -> i32 {
+        if own {
+            self.signals.pending &= !sig_bit(sig);
+            self.signals.sent_code[sig as usize]
+        } else {
+            let shared = &mut self.cur_mut().shared;
+            shared.pending &= !sig_bit(sig);
+            shared.code[sig as usize]
+        }
+    }
+
+    /// The threads to run after the current one, in tid order starting
+    /// after it; the current one (if alive) last.
+    pub(crate) fn next_candidates(&self) -> Vec<Tid> {
+        let alive: Vec<Tid> = self.tasks().into_iter().map(|(_, tid)| tid).collect();
+        let me = self.task.tid;
+        let after = alive.iter().copied().filter(|&t| t > me);
+        let before = alive.iter().copied().filter(|&t| t <= me);
         after.chain(before).collect()
     }
 
-    /// Whether process `pid` waits for a `vfork` child.
-    pub(crate) fn in_vfork(&self, pid: Pid) -> bool {
-        self.procs.values().any(|p| p.vfork_parent == Some(pid) && p.life == Life::Alive)
+    /// Whether thread `tid` waits for a `vfork` child.
+    pub(crate) fn in_vfork(&self, tid: Tid) -> bool {
+        self.procs.values().any(|p| p.vfork_parent == Some(tid) && p.life == Life::Alive)
     }
 
     /// The machine's status once it has ended: the first process's.
@@ -240,20 +446,29 @@ impl Emulator {
         self.sched.first_exit.filter(|_| self.pids().is_empty())
     }
 
-    /// The processes in the table with what each waits for, for a deadlock report.
+    /// The threads in the table with what each waits for, for a deadlock
+    /// report: `pid in what` for a process with one thread, `pid/tid in
+    /// what` for each thread of one with more.
     pub(crate) fn waiting_list(&self) -> String {
         let mut parts = Vec::new();
         for (&pid, p) in &self.procs {
             if p.life != Life::Alive {
                 continue;
             }
-            let blocked = if pid == self.pid { self.blocked } else { p.parked.as_ref().and_then(|s| s.blocked) };
-            let what = match (blocked, self.in_vfork(pid)) {
-                (_, true) => "its vfork child".to_string(),
-                (Some(b), _) => b.name.to_string(),
-                (None, _) => "nothing".to_string(),
-            };
-            parts.push(format!("{pid} in {what}"));
+            for (&tid, thread) in &p.threads {
+                let blocked = match thread {
+                    Some(thread) => thread.blocked,
+                    None if pid == self.pid => self.blocked,
+                    None => p.parked.as_ref().and_then(|s| s.blocked),
+                };
+                let what = match (blocked, self.in_vfork(tid)) {
+                    (_, true) => "its vfork child".to_string(),
+                    (Some(b), _) => b.name.to_string(),
+                    (None, _) => "nothing".to_string(),
+                };
+                let who = if p.threads.len() == 1 { pid.to_string() } else { format!("{pid}/{tid}") };
+                parts.push(format!("{who} in {what}"));
+            }
         }
         parts.join(", ")
     }
@@ -293,9 +508,10 @@ impl Emulator {
         }
     }
 
-    /// Whether another process than the current one is alive.
+    /// Whether another thread than the current one is alive (of any process).
     pub(crate) fn others_alive(&self) -> bool {
-        self.procs.iter().any(|(&pid, p)| pid != self.pid && p.life == Life::Alive)
+        let me = self.task.tid;
+        self.procs.values().any(|p| p.threads.keys().any(|&tid| tid != me))
     }
 
     /// The current process has run its quantum and another one could take over.
@@ -335,10 +551,12 @@ impl Emulator {
         }
     }
 
-    /// The earliest timeout of a sleeping process.
+    /// The earliest timeout of a sleeping thread.
     fn earliest_deadline(&self) -> Option<u64> {
         let parked = self.procs.values().filter_map(|p| p.parked.as_ref()?.blocked?.deadline);
-        parked.chain(self.blocked.and_then(|b| b.deadline)).min()
+        let threads =
+            self.procs.values().flat_map(|p| p.threads.values().flatten()).filter_map(|t| t.blocked?.deadline);
+        parked.chain(threads).chain(self.blocked.and_then(|b| b.deadline)).min()
     }
 
     /// Gives the CPU to the next process that may run, in pid order after
@@ -351,7 +569,7 @@ impl Emulator {
             Progress::Ended => self.sched.idle = 0,
             Progress::Preempted => {}
         }
-        let alive = self.pids();
+        let alive: Vec<Tid> = self.tasks().into_iter().map(|(_, tid)| tid).collect();
         if alive.is_empty() {
             return Ok(Some(self.sched.first_exit.unwrap_or(Exit::Code(0))));
         }
@@ -369,9 +587,9 @@ impl Emulator {
                 None => return Err(Error::Deadlock { file: self.image.file.clone(), waiting: self.waiting_list() }),
             }
         }
-        let next = self.next_candidates().into_iter().find(|&p| p != self.pid).or(alive.first().copied());
+        let next = self.next_candidates().into_iter().find(|&t| t != self.task.tid).or(alive.first().copied());
         if let Some(next) = next {
-            self.switch_to(next);
+            self.switch_to(next)?;
         }
         Ok(None)
     }
@@ -383,8 +601,12 @@ impl Emulator {
         &mut self,
         blocked: Blocked,
     ) -> Result<Option<Option<crate::syscall::SyscallRecord>>, Error> {
-        if let Some(restart) = self.interrupting_signal() {
+        let woken = self.futex_woken();
+        if let Some(restart) = self.interrupting_signal().filter(|_| !woken) {
             self.blocked = None;
+            // It no longer waits on a futex (a wake it missed goes to another).
+            let tid = self.task.tid;
+            self.sched.futexes.retain(|w| w.tid != tid);
             let info = self.info();
             let ret = if restart {
                 // As the kernel's -ERESTARTSYS: the call instruction runs again
@@ -408,7 +630,7 @@ impl Emulator {
     /// for the call to restart, `Some(false)` if the call fails with `EINTR`
     /// (or the signal kills the process).
     fn interrupting_signal(&self) -> Option<bool> {
-        let ready = self.signals.pending & !self.signals.blocked;
+        let ready = (self.signals.pending | self.cur().shared.pending) & !self.signals.blocked;
         (1..=signal::NSIG).filter(|&sig| ready & sig_bit(sig) != 0).find_map(|sig| {
             let action = self.signals.actions[sig as usize];
             match action.handler {
@@ -417,5 +639,31 @@ impl Emulator {
                 _ => Some(action.flags & SA_RESTART != 0),
             }
         })
+    }
+}
+
+impl Emulator {
+    /// Whether the current thread sleeps on a futex and a wake has chosen it
+    /// (it then returns 0 even if a signal is pending, as in Linux).
+    pub(crate) fn futex_woken(&self) -> bool {
+        let tid = self.task.tid;
+        self.sched.futexes.iter().any(|w| w.tid == tid && w.woken)
+    }
+
+    /// Wakes up to `n` threads of the current process sleeping on the futex
+    /// at `addr` whose bitset meets `bitset`, oldest first; how many.
+    pub(crate) fn futex_wake(&mut self, addr: u64, n: u64, bitset: u32) -> u64 {
+        let pid = self.pid;
+        let mut woken = 0;
+        for w in &mut self.sched.futexes {
+            if woken >= n {
+                break;
+            }
+            if w.pid == pid && w.addr == addr && !w.woken && w.bitset & bitset != 0 {
+                w.woken = true;
+                woken += 1;
+            }
+        }
+        woken
     }
 }

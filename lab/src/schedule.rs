@@ -263,6 +263,8 @@ impl<'s> Run<'s> {
             ProcessEvent::Exit { exit, .. } => self.exit(g, exit, stop_after)?,
             // Handled at the system call's stop (`syscall`), where the model's task is in the kernel.
             ProcessEvent::Fork { .. } | ProcessEvent::Exec { .. } => {}
+            // Threads are not modelled here yet (issue 14).
+            ProcessEvent::Thread { .. } | ProcessEvent::ThreadExit { .. } => {}
         }
         Ok(())
     }

@@ -93,8 +93,9 @@ fn output(emu: &mut Emulator, file: &Rc<RefCell<OpenFile>>, data: &[u8], at: Opt
                 PipeWrite::Full if nonblock => Err(SysError::Errno(EAGAIN)),
                 PipeWrite::Full => Err(SysError::Block(None)),
                 PipeWrite::Broken => {
-                    let pid = emu.pid;
-                    emu.post_signal(pid, crate::signal::SIGPIPE, crate::sigframe::si_code::SI_USER);
+                    // To the writing thread, as the kernel's `send_sig(SIGPIPE, current)`.
+                    let tid = emu.task.tid;
+                    emu.post_thread_signal(tid, crate::signal::SIGPIPE, crate::sigframe::si_code::SI_USER);
                     Err(SysError::Errno(EPIPE))
                 }
             };

@@ -4,11 +4,11 @@
 //! is `fork.rs`.
 
 use super::abi::{
-    __WALL, __WCLONE, __WNOTHREAD, CLONE_CHILD_CLEARTID, CLONE_CHILD_SETTID, CLONE_FS, CLONE_PARENT_SETTID,
-    CLONE_SETTLS, CLONE_SIGHAND, CLONE_SYSVSEM, CLONE_THREAD, CLONE_VFORK, CLONE_VM, CSIGNAL, P_ALL, P_PGID, P_PID,
-    WCONTINUED, WEXITED, WNOHANG, WNOWAIT, WUNTRACED,
+    __WALL, __WCLONE, __WNOTHREAD, CLONE_CHILD_CLEARTID, CLONE_CHILD_SETTID, CLONE_FILES, CLONE_FS,
+    CLONE_PARENT_SETTID, CLONE_SETTLS, CLONE_SIGHAND, CLONE_SYSVSEM, CLONE_THREAD, CLONE_VFORK, CLONE_VM, CSIGNAL,
+    P_ALL, P_PGID, P_PID, WCONTINUED, WEXITED, WNOHANG, WNOWAIT, WUNTRACED,
 };
-use super::errno::{E2BIG, ECHILD, EFAULT, EINVAL, ELOOP, ENOEXEC, ENOMEM, ENOSYS};
+use super::errno::{E2BIG, ECHILD, EFAULT, EINVAL, ELOOP, ENOEXEC, ENOMEM};
 use super::outcome::{block, fail, ok, Outcome, SysError, SysResult};
 use crate::bytes;
 use crate::elf::Image;
@@ -31,9 +31,57 @@ const SUPPORTED: u64 = CSIGNAL
     | CLONE_CHILD_CLEARTID
     | CLONE_CHILD_SETTID;
 
+/// What a thread (`CLONE_THREAD`) can be asked for: what glibc's
+/// `pthread_create` asks for on every architecture. The new thread shares
+/// the process's memory, descriptors, working directory and signal
+/// dispositions whatever the flags say.
+const THREAD_SUPPORTED: u64 = CLONE_VM
+    | CLONE_FS
+    | CLONE_FILES
+    | CLONE_SIGHAND
+    | CLONE_THREAD
+    | CLONE_SYSVSEM
+    | CLONE_SETTLS
+    | CLONE_PARENT_SETTID
+    | CLONE_CHILD_CLEARTID
+    | CLONE_CHILD_SETTID;
+
 pub(super) fn clone(emu: &mut Emulator, args: [u64; 6]) -> SysResult {
     let [flags, newsp, ptid, ctid, tls] = emu.info().clone_args.map(|i| args[i]);
     create(emu, flags, newsp, ptid, ctid, tls)
+}
+
+/// Bytes of `struct clone_args` in its first version (`CLONE_ARGS_SIZE_VER0`).
+const CLONE_ARGS_SIZE_VER0: u64 = 64;
+
+/// `clone3(struct clone_args *, size)`: the same as `clone` with the
+/// arguments in a structure (eight `u64`s: flags, pidfd, child_tid,
+/// parent_tid, exit_signal, stack, stack_size, tls; then set_tid,
+/// set_tid_size, cgroup, which must be unused here).
+pub(super) fn clone3(emu: &mut Emulator, [args, size, ..]: [u64; 6]) -> SysResult {
+    if !(CLONE_ARGS_SIZE_VER0..=4096).contains(&size) {
+        return fail(EINVAL);
+    }
+    let mut words = [0u64; 11];
+    for (i, word) in words.iter_mut().enumerate().take((size / 8) as usize) {
+        *word = emu.read_uint(args + 8 * i as u64, 8)?;
+    }
+    let [flags, _pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid, set_tid_size, cgroup] =
+        words;
+    if set_tid != 0 || set_tid_size != 0 || cgroup != 0 {
+        emu.warn("clone3: set_tid and cgroup not supported".into());
+        return fail(EINVAL);
+    }
+    // The exit signal has its own field; the flags' low byte must be clear.
+    if flags & CSIGNAL != 0 || exit_signal > u64::from(crate::signal::NSIG) {
+        return fail(EINVAL);
+    }
+    if (stack == 0) != (stack_size == 0) {
+        return fail(EINVAL);
+    }
+    // The stack grows down on all three: it starts at its top.
+    let sp = stack.wrapping_add(stack_size);
+    create(emu, flags | exit_signal, sp, parent_tid, child_tid, tls)
 }
 
 pub(super) fn fork(emu: &mut Emulator, _: [u64; 6]) -> SysResult {
@@ -54,10 +102,44 @@ fn put_tid(emu: &mut Emulator, pid: Pid, addr: u64) -> Result<(), SysError> {
     child.uc.mem_write(addr, &buf).map_err(|_| SysError::Errno(EFAULT))
 }
 
+/// A new thread of the current process (`pthread_create`).
+fn create_thread(emu: &mut Emulator, flags: u64, newsp: u64, ptid: u64, ctid: u64, tls: u64) -> SysResult {
+    // Linux's own rules: a thread shares the signal handlers, which need the memory shared.
+    if flags & CLONE_SIGHAND == 0 || flags & CLONE_VM == 0 {
+        return fail(EINVAL);
+    }
+    if flags & !THREAD_SUPPORTED != 0 {
+        let unsupported = super::args::spell(super::args::CLONE_FLAGS, flags & !THREAD_SUPPORTED, emu.arch());
+        emu.warn(format!("clone: flags {unsupported} not supported for a thread"));
+        return fail(EINVAL);
+    }
+    if flags & (CLONE_FS | CLONE_FILES) != CLONE_FS | CLONE_FILES {
+        emu.warn("clone: a thread without CLONE_FS or CLONE_FILES shares them anyway".into());
+    }
+    emu.check_process_limit()?;
+    let tls = (flags & CLONE_SETTLS != 0).then_some(tls);
+    let clear = if flags & CLONE_CHILD_CLEARTID != 0 { ctid } else { 0 };
+    let tid = emu.add_thread(newsp, tls, clear)?;
+    // One memory: each write is seen by both threads.
+    if flags & CLONE_PARENT_SETTID != 0 {
+        emu.write_uint(ptid, 4, u64::from(tid))?;
+    }
+    if flags & CLONE_CHILD_SETTID != 0 {
+        emu.write_uint(ctid, 4, u64::from(tid))?;
+    }
+    ok(u64::from(tid))
+}
+
 fn create(emu: &mut Emulator, flags: u64, newsp: u64, ptid: u64, ctid: u64, tls: u64) -> SysResult {
-    if flags & CLONE_THREAD != 0 || (flags & CLONE_VM != 0 && flags & CLONE_VFORK == 0) {
-        emu.warn("clone: threads (CLONE_VM without CLONE_VFORK, CLONE_THREAD) are not supported yet".into());
-        return fail(ENOSYS);
+    if flags & CLONE_THREAD != 0 {
+        return create_thread(emu, flags, newsp, ptid, ctid, tls);
+    }
+    if flags & CLONE_VM != 0 && flags & CLONE_VFORK == 0 {
+        emu.warn(
+            "clone: CLONE_VM without CLONE_VFORK or CLONE_THREAD (memory shared between processes) is not supported"
+                .into(),
+        );
+        return fail(EINVAL);
     }
     if flags & !SUPPORTED != 0 {
         let unsupported = super::args::spell(super::args::CLONE_FLAGS, flags & !SUPPORTED, emu.arch());
@@ -77,6 +159,9 @@ fn create(emu: &mut Emulator, flags: u64, newsp: u64, ptid: u64, ctid: u64, tls:
     if flags & CLONE_SETTLS != 0 {
         emu.machine.set_tls(&mut child.uc, tls).map_err(&err)?;
     }
+    if flags & CLONE_CHILD_CLEARTID != 0 {
+        child.task.clear_child_tid = ctid;
+    }
     let pid = emu.add_process(child, (flags & CSIGNAL) as u32);
     if flags & CLONE_CHILD_SETTID != 0 {
         put_tid(emu, pid, ctid)?;
@@ -87,8 +172,10 @@ fn create(emu: &mut Emulator, flags: u64, newsp: u64, ptid: u64, ctid: u64, tls:
         emu.write_uint(ptid, 4, u64::from(pid))?;
     }
     if flags & CLONE_VFORK != 0 {
+        // The calling thread waits (its siblings run on).
+        let caller = emu.task.tid;
         if let Some(child) = emu.procs.get_mut(&pid) {
-            child.vfork_parent = Some(emu.pid);
+            child.vfork_parent = Some(caller);
         }
     }
     ok(u64::from(pid))
@@ -194,7 +281,16 @@ fn exec(emu: &mut Emulator, dirfd: u64, path: u64, argv: u64, envp: u64) -> SysR
             return fail(errno);
         }
     };
-    // The point of no return: the old program is gone.
+    // The point of no return: the old program is gone, and with it the
+    // other threads (`de_thread`); the caller takes the leader's ID.
+    emu.kill_other_threads();
+    let (pid, old_tid) = (emu.pid, emu.task.tid);
+    if old_tid != pid {
+        let me = emu.cur_mut();
+        me.threads.remove(&old_tid);
+        me.threads.insert(pid, None);
+    }
+    emu.task = crate::procs::Task::new(pid);
     let before = emu.objects();
     let base = emu.icount();
     emu.uc = crate::hooks::new_engine(emu.machine, emu.tracking(), &file)?;
@@ -213,11 +309,10 @@ fn exec(emu: &mut Emulator, dirfd: u64, path: u64, argv: u64, envp: u64) -> SysR
     emu.fs.exe = program.path.clone();
     emu.report_objects(before);
     emu.load_program(Rc::new(program), interp, &args, &env)?;
-    let pid = emu.pid;
     let me = emu.cur_mut();
     me.execed = true;
     me.vfork_parent = None;
-    emu.sched.events.push_back(ProcessEvent::Exec { pid, path: as_called });
+    emu.sched.events.push_back(ProcessEvent::Exec { pid, tid: old_tid, path: as_called });
     Ok(Outcome::Resume)
 }
 

@@ -101,7 +101,7 @@ static TABLE: &[Def] = &[
     def("fork",              [57, NO, 2],     life::fork,                 Num,      &[]),
     def("vfork",             [58, NO, 190],   life::vfork,                Num,      &[]),
     def("execve",            [59, 221, 11],   life::execve,               Num,      &[PATH, PTR, PTR]),
-    def("exit",              [60, 93, 1],     process::exit,              NoReturn, &[INT]),
+    def("exit",              [60, 93, 1],     process::exit_thread,       NoReturn, &[INT]),
     def("wait4",             [61, 260, 114],  life::wait4,                Num,      &[PID_T, PTR, WAIT_OPTIONS, PTR]),
     def("kill",              [62, 129, 37],   signals::kill,              Num,      &[PID_T, SIG]),
     def("uname",             [63, 160, 122],  process::uname,             Num,      &[PTR]),
@@ -136,7 +136,7 @@ static TABLE: &[Def] = &[
     def("rt_sigsuspend",     [130, 133, 179], signals::rt_sigsuspend,     Num,      &[PTR, SIZE]),
     def("sigaltstack",       [131, 132, 186], signals::sigaltstack,       Num,      &[PTR, PTR]),
     def("arch_prctl",        [158, NO, NO],   process::arch_prctl,        Num,      &[ARCH_PRCTL_CODE, PTR]),
-    def("gettid",            [186, 178, 236], process::getpid,            Num,      &[]),
+    def("gettid",            [186, 178, 236], process::gettid,            Num,      &[]),
     def("tkill",             [200, 130, 237], signals::tkill,             Num,      &[PID_T, SIG]),
     def("futex",             [202, 98, 238],  process::futex,             Num,      &[PTR, FUTEX_OP, UINT, PTR, PTR, UINT]),
     def("sched_getaffinity", [204, 123, 240], process::sched_getaffinity, Num,      &[PID_T, UINT, PTR]),
@@ -171,6 +171,7 @@ static TABLE: &[Def] = &[
     def("rseq",              [334, 293, 383], process::rseq,              Num,      &[PTR, UINT, INT, U32_HEX]),
     def("execveat",          [322, 281, 354], life::execveat,             Num,      &[DIRFD, PATH, PTR, PTR, AT_FLAGS]),
     def("utimensat",         [280, 88, 315],  fs::utimensat,              Num,      &[DIRFD, PATH, PTR, AT_FLAGS]),
+    def("clone3",            [435, 435, 435], life::clone3,               Num,      &[PTR, SIZE]),
     def("faccessat2",        [439, 439, 439], fs::faccessat2,             Num,      &[DIRFD, PATH, INT, AT_FLAGS]),
     def("sigreturn",         [NO, NO, 119],   signals::sigreturn,         Restored, &[]),
 ];
@@ -249,6 +250,7 @@ pub(crate) fn dispatch(emu: &mut Emulator, nr: u64) -> Result<SyscallRecord, Err
             i64::from(code)
         }
         Ok(Outcome::Resume) => emu.reg(conv.ret)? as i64,
+        Ok(Outcome::ThreadExit) => 0,
         Err(SysError::Block(deadline)) => {
             // Nothing is written: the call runs again when it may complete.
             emu.blocked = Some(outcome::Blocked { nr, name, deadline });
@@ -327,7 +329,7 @@ mod tests {
         let mut names: Vec<_> = TABLE.iter().map(|def| def.name).collect();
         names.sort_unstable();
         names.dedup();
-        // exit/exit_group and getpid/gettid share handlers, not names.
+        // Handlers may be shared, names not.
         assert_eq!(names.len(), TABLE.len());
         assert!(TABLE.iter().all(|def| def.args.len() <= 6));
     }

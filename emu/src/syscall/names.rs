@@ -18,7 +18,6 @@ pub(crate) fn on(nrs: [u16; 3], arch: Arch) -> Option<u64> {
 /// Name, numbers on x86-64, AArch64, s390x.
 #[rustfmt::skip]
 pub(super) static UNIMPLEMENTED: &[(&str, [u16; 3])] = &[
-    ("clone3", [435, 435, 435]),
     ("socket", [41, 198, 359]),
     ("connect", [42, 203, 362]),
     ("bind", [49, 200, 361]),
@@ -102,7 +101,7 @@ mod tests {
     fn names_by_architecture() {
         assert_eq!(unimplemented(Arch::X86_64, 41), Some("socket"));
         assert_eq!(unimplemented(Arch::Aarch64, 198), Some("socket"));
-        assert_eq!(unimplemented(Arch::S390x, 435), Some("clone3"));
+        assert_eq!(unimplemented(Arch::S390x, 359), Some("socket"));
         assert_eq!(unimplemented(Arch::Aarch64, u64::from(NO)), None);
     }
 }

@@ -11,6 +11,9 @@ pub(crate) enum Outcome {
     Return(u64),
     /// The process exits with this status.
     Exit(i32),
+    /// The calling thread has ended alone (its siblings go on); nothing is
+    /// written to its registers.
+    ThreadExit,
     /// Registers were replaced wholesale (`rt_sigreturn`, `execve`); leave them.
     Resume,
 }

@@ -1,23 +1,45 @@
 //! Process identity, limits, thread set-up and exit.
 
 use super::abi::{
-    ARCH_GET_FS, ARCH_SET_FS, FUTEX_CMD_MASK, FUTEX_WAIT, FUTEX_WAIT_BITSET, FUTEX_WAKE, FUTEX_WAKE_BITSET,
-    RLIMIT_CORE, RLIMIT_NOFILE, RLIMIT_STACK,
+    ARCH_GET_FS, ARCH_SET_FS, FUTEX_CLOCK_REALTIME, FUTEX_CMD_MASK, FUTEX_CMP_REQUEUE, FUTEX_REQUEUE, FUTEX_WAIT,
+    FUTEX_WAIT_BITSET, FUTEX_WAKE, FUTEX_WAKE_BITSET, RLIMIT_CORE, RLIMIT_NOFILE, RLIMIT_STACK,
 };
-use super::errno::{EAGAIN, EFAULT, EINVAL, ENOSYS, ESRCH};
-use super::outcome::{fail, ok, Outcome, SysError, SysResult};
+use super::errno::{EAGAIN, EFAULT, EINVAL, ENOSYS, ESRCH, ETIMEDOUT};
+use super::outcome::{block, fail, ok, Outcome, SysError, SysResult};
 use crate::arch::Arch;
 use crate::emulator::Emulator;
 use crate::process::{GID, UID};
 use crate::procs::Pid;
 
+/// `exit_group`: every thread of the process ends.
 pub(super) fn exit(_emu: &mut Emulator, [status, ..]: [u64; 6]) -> SysResult {
-    // A parent sees only the low 8 bits. With one thread, exit ends the process too.
+    // A parent sees only the low 8 bits.
     Ok(Outcome::Exit((status & 0xff) as i32))
+}
+
+/// `exit`: the calling thread ends; the last one's end is its process's.
+pub(super) fn exit_thread(emu: &mut Emulator, args: [u64; 6]) -> SysResult {
+    if emu.cur().threads.len() <= 1 {
+        return exit(emu, args);
+    }
+    // `mm_release`: whoever joins the thread sleeps on this word.
+    let addr = emu.task.clear_child_tid;
+    if addr != 0 && emu.write_uint(addr, 4, 0).is_ok() {
+        emu.futex_wake(addr, 1, u32::MAX);
+    }
+    let (pid, tid) = (emu.pid, emu.task.tid);
+    let exit = crate::procs::Exit::Code((args[0] & 0xff) as i32);
+    emu.sched.events.push_back(crate::procs::ProcessEvent::ThreadExit { pid, tid, exit });
+    emu.sched.thread_exited = true;
+    Ok(Outcome::ThreadExit)
 }
 
 pub(super) fn getpid(emu: &mut Emulator, _: [u64; 6]) -> SysResult {
     ok(u64::from(emu.pid))
+}
+
+pub(super) fn gettid(emu: &mut Emulator, _: [u64; 6]) -> SysResult {
+    ok(u64::from(emu.task.tid))
 }
 
 pub(super) fn getppid(emu: &mut Emulator, _: [u64; 6]) -> SysResult {
@@ -33,25 +55,29 @@ pub(super) fn getgid(_emu: &mut Emulator, _: [u64; 6]) -> SysResult {
     ok(GID)
 }
 
-pub(super) fn sched_yield(_emu: &mut Emulator, _: [u64; 6]) -> SysResult {
+pub(super) fn sched_yield(emu: &mut Emulator, _: [u64; 6]) -> SysResult {
+    // The run loop gives the CPU to the next thread (if there is one).
+    emu.sched.yielded = true;
     ok(0)
 }
 
-pub(super) fn set_tid_address(emu: &mut Emulator, _: [u64; 6]) -> SysResult {
-    // The address is only used when the thread exits, which ends its process here.
-    ok(u64::from(emu.pid))
+pub(super) fn set_tid_address(emu: &mut Emulator, [addr, ..]: [u64; 6]) -> SysResult {
+    emu.task.clear_child_tid = addr;
+    ok(u64::from(emu.task.tid))
 }
 
-pub(super) fn set_robust_list(_emu: &mut Emulator, [_head, len, ..]: [u64; 6]) -> SysResult {
+pub(super) fn set_robust_list(emu: &mut Emulator, [head, len, ..]: [u64; 6]) -> SysResult {
     // struct robust_list_head is three pointers on every 64-bit architecture.
     if len != 24 {
         return fail(EINVAL);
     }
+    emu.task.robust_list = (head, len);
     ok(0)
 }
 
 pub(super) fn rseq(_emu: &mut Emulator, _: [u64; 6]) -> SysResult {
-    // Restartable sequences need preemption to mean anything; glibc copes without.
+    // As a kernel before 4.18: restartable sequences are unknown; glibc
+    // then runs without them (sched_getcpu asks the kernel).
     fail(ENOSYS)
 }
 
@@ -133,20 +159,86 @@ pub(super) fn arch_prctl(emu: &mut Emulator, [code, addr, ..]: [u64; 6]) -> SysR
     }
 }
 
-pub(super) fn futex(emu: &mut Emulator, [uaddr, op, val, ..]: [u64; 6]) -> SysResult {
-    match op & FUTEX_CMD_MASK {
-        // No other thread can be waiting.
-        FUTEX_WAKE | FUTEX_WAKE_BITSET => ok(0),
+/// `futex`: waits queue in `Sched::futexes` (oldest first) keyed by the
+/// process and the address, private or not (processes share no memory
+/// here); a wait blocks and is retried until a wake marks it, its timeout
+/// (on the virtual clock) passes, or a signal interrupts it.
+pub(super) fn futex(emu: &mut Emulator, [uaddr, op, val, timeout, uaddr2, val3]: [u64; 6]) -> SysResult {
+    let cmd = op & FUTEX_CMD_MASK;
+    match cmd {
         FUTEX_WAIT | FUTEX_WAIT_BITSET => {
+            let bitset = if cmd == FUTEX_WAIT { u32::MAX } else { val3 as u32 };
+            if bitset == 0 || uaddr % 4 != 0 {
+                return fail(EINVAL);
+            }
+            if let Some(retry) = emu.retry {
+                return futex_wait_again(emu, retry.deadline);
+            }
             let current = emu.read_uint(uaddr, 4).map_err(|_| SysError::Errno(EFAULT))?;
             // `val` is a u32, already narrowed.
             if current != val {
                 return fail(EAGAIN);
             }
-            // Nobody could ever wake a single thread: Linux would hang (or time
-            // out); answering EAGAIN lets the guest go on, with a warning.
-            emu.warn("futex wait with no other thread to wake it".into());
-            fail(EAGAIN)
+            let deadline = match timeout {
+                0 => None,
+                t => {
+                    let Some(ns) = super::time::read_duration(emu, t, 1)? else { return fail(EINVAL) };
+                    Some(if cmd == FUTEX_WAIT {
+                        emu.now_ns().saturating_add(ns)
+                    } else {
+                        // FUTEX_WAIT_BITSET's timeout is absolute, on CLOCK_MONOTONIC
+                        // unless FUTEX_CLOCK_REALTIME.
+                        let epoch = if op & FUTEX_CLOCK_REALTIME != 0 {
+                            crate::process::REALTIME_EPOCH_NS
+                        } else {
+                            crate::process::MONOTONIC_EPOCH_NS
+                        };
+                        ns.saturating_sub(epoch)
+                    })
+                }
+            };
+            if deadline.is_some_and(|d| d <= emu.now_ns()) {
+                return fail(ETIMEDOUT);
+            }
+            if deadline.is_none() && emu.cur().threads.len() <= 1 {
+                // Nobody could ever wake a lone thread: Linux would hang;
+                // answering EAGAIN lets the guest go on, with a warning.
+                emu.warn("futex wait with no other thread to wake it".into());
+                return fail(EAGAIN);
+            }
+            let (pid, tid) = (emu.pid, emu.task.tid);
+            emu.sched.futexes.push(crate::procs::FutexWaiter { pid, tid, addr: uaddr, bitset, woken: false });
+            block(deadline)
+        }
+        FUTEX_WAKE | FUTEX_WAKE_BITSET => {
+            let bitset = if cmd == FUTEX_WAKE { u32::MAX } else { val3 as u32 };
+            if bitset == 0 {
+                return fail(EINVAL);
+            }
+            ok(emu.futex_wake(uaddr, val, bitset))
+        }
+        FUTEX_REQUEUE | FUTEX_CMP_REQUEUE => {
+            if cmd == FUTEX_CMP_REQUEUE {
+                let current = emu.read_uint(uaddr, 4).map_err(|_| SysError::Errno(EFAULT))?;
+                if current != val3 & 0xffff_ffff {
+                    return fail(EAGAIN);
+                }
+            }
+            let woken = emu.futex_wake(uaddr, val, u32::MAX);
+            // The timeout argument is `val2`: how many to move (a u32).
+            let limit = u64::from(timeout as u32);
+            let pid = emu.pid;
+            let mut moved = 0;
+            for w in &mut emu.sched.futexes {
+                if moved >= limit {
+                    break;
+                }
+                if w.pid == pid && w.addr == uaddr && !w.woken {
+                    w.addr = uaddr2;
+                    moved += 1;
+                }
+            }
+            ok(woken + moved)
         }
         cmd => {
             emu.warn(format!("futex operation {cmd} not supported"));
@@ -155,8 +247,27 @@ pub(super) fn futex(emu: &mut Emulator, [uaddr, op, val, ..]: [u64; 6]) -> SysRe
     }
 }
 
+/// A futex wait runs again: done if a wake chose it, `ETIMEDOUT` past its
+/// deadline, else it sleeps on.
+fn futex_wait_again(emu: &mut Emulator, deadline: Option<u64>) -> SysResult {
+    let tid = emu.task.tid;
+    let Some(at) = emu.sched.futexes.iter().position(|w| w.tid == tid) else {
+        // No longer queued (its process changed under it): a spurious wake-up.
+        return ok(0);
+    };
+    if emu.sched.futexes[at].woken {
+        emu.sched.futexes.remove(at);
+        return ok(0);
+    }
+    if deadline.is_some_and(|d| emu.now_ns() >= d) {
+        emu.sched.futexes.remove(at);
+        return fail(ETIMEDOUT);
+    }
+    block(deadline)
+}
+
 pub(super) fn sched_getaffinity(emu: &mut Emulator, [pid, len, mask, ..]: [u64; 6]) -> SysResult {
-    if target(emu, pid).is_none() {
+    if thread_target(emu, pid).is_none() {
         return fail(ESRCH);
     }
     if len < 8 || len % 8 != 0 {
@@ -194,6 +305,12 @@ fn target(emu: &Emulator, pid: u64) -> Option<Pid> {
         0 => Some(emu.pid),
         p => emu.known_pid(p),
     }
+}
+
+/// The process of the thread `tid` names (0: the caller), if it exists
+/// (calls that take a thread ID: `sched_getaffinity`).
+fn thread_target(emu: &Emulator, tid: u64) -> Option<Pid> {
+    target(emu, tid).or_else(|| Pid::try_from(tid).ok().and_then(|t| emu.owner(t)))
 }
 
 pub(super) fn getpgrp(emu: &mut Emulator, _: [u64; 6]) -> SysResult {

@@ -42,7 +42,13 @@ pub(super) fn rt_sigaction(emu: &mut Emulator, [sig, act, oact, size, ..]: [u64;
     if let Some(new) = new {
         emu.signals.actions[sig as usize] = new;
         if new.handler == crate::process::SIG_IGN {
+            // Pending ones are discarded, in every thread and the process.
             emu.signals.pending &= !sig_bit(sig);
+            let me = emu.cur_mut();
+            me.shared.pending &= !sig_bit(sig);
+            for thread in me.threads.values_mut().flatten() {
+                thread.signals.pending &= !sig_bit(sig);
+            }
         }
     }
     ok(0)
@@ -68,8 +74,8 @@ pub(super) fn rt_sigprocmask(emu: &mut Emulator, [how, set, oset, size, ..]: [u6
     ok(0)
 }
 
-/// Sends `sig` to each of `targets` (signal 0 only checks that there is
-/// one); `code` is its `si_code`.
+/// Sends `sig` to each of the processes `targets` (signal 0 only checks
+/// that there is one); `code` is its `si_code`.
 fn send(emu: &mut Emulator, targets: &[Pid], sig: u64, code: i32) -> SysResult {
     if sig != 0 && valid(sig).is_none() {
         return fail(EINVAL);
@@ -99,17 +105,32 @@ pub(super) fn kill(emu: &mut Emulator, [pid, sig, ..]: [u64; 6]) -> SysResult {
     send(emu, &targets, sig, si_code::SI_USER)
 }
 
+/// Sends `sig` to thread `tid` alone, if it is alive and (with `tgid`) of process `tgid`.
+fn send_thread(emu: &mut Emulator, tgid: Option<u64>, tid: u64, sig: u64) -> SysResult {
+    if (sig != 0 && valid(sig).is_none()) || (tid as i64) <= 0 {
+        return fail(EINVAL);
+    }
+    let owner = Pid::try_from(tid).ok().and_then(|t| emu.owner(t));
+    if owner.filter(|&p| tgid.is_none_or(|g| u64::from(p) == g)).is_none() {
+        // A zombie's leader is still there: the signal is lost.
+        let zombie = emu.known_pid(tid).is_some() && tgid.is_none_or(|g| g == tid);
+        return if zombie { ok(0) } else { fail(ESRCH) };
+    }
+    if let Some(sig) = valid(sig) {
+        emu.post_thread_signal(tid as Pid, sig, si_code::SI_TKILL);
+    }
+    ok(0)
+}
+
 pub(super) fn tkill(emu: &mut Emulator, [tid, sig, ..]: [u64; 6]) -> SysResult {
-    // One thread per process: a thread ID is its process's ID.
-    let targets: Vec<Pid> = emu.known_pid(tid).into_iter().collect();
-    send(emu, &targets, sig, si_code::SI_TKILL)
+    send_thread(emu, None, tid, sig)
 }
 
 pub(super) fn tgkill(emu: &mut Emulator, [tgid, tid, sig, ..]: [u64; 6]) -> SysResult {
-    if tgid != tid {
-        return fail(ESRCH);
+    if (tgid as i64) <= 0 {
+        return fail(EINVAL);
     }
-    tkill(emu, [tid, sig, 0, 0, 0, 0])
+    send_thread(emu, Some(tgid), tid, sig)
 }
 
 pub(super) fn pause(_emu: &mut Emulator, _: [u64; 6]) -> SysResult {
