@@ -215,7 +215,13 @@ impl Kernel {
         self.log(
             cpu,
             Some(tid),
-            EventKind::Unwind { nr: trace.entries.len(), stop: trace.stop.to_string(), faultable: true, faults },
+            EventKind::Unwind {
+                nr: trace.entries.len(),
+                methods: trace.methods.clone(),
+                stop: trace.stop.to_string(),
+                faultable: true,
+                faults,
+            },
         );
         let t = self.task_mut(tid);
         let cache = t.info.cache.as_mut().expect("allocated above");

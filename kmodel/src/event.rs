@@ -119,6 +119,8 @@ pub enum EventKind {
     Unwind {
         /// Entries found.
         nr: usize,
+        /// The method that found each entry after the first (the PC).
+        methods: Vec<crate::unwind::Method>,
         /// Why the walk ended.
         stop: String,
         /// Access mode of the walk.

@@ -9,8 +9,10 @@ use kmodel::kernel::Kernel;
 use kmodel::tracer::stitch;
 
 use crate::guest::GuestRun;
-use crate::report::{Report, SampleResult, Summary};
+use crate::report::{Report, SampleResult, Summary, Walk};
 use crate::verdict::Verdict;
+use kmodel::event::EventKind;
+use kmodel::types::{Cookie, Tid};
 
 /// What the lab saw at a sampling NMI.
 pub(crate) struct SampleInfo {
@@ -48,6 +50,29 @@ fn lost_reason(guest: &GuestRun, cancelled: &[String], delivered_empty: bool) ->
     }
 }
 
+/// The walk behind each deferred callback, by task and cookie: the latest
+/// `unwind` event of the task before the callback (a cached trace serves
+/// every callback of one kernel entry).
+fn walks(k: &Kernel) -> BTreeMap<(Tid, Cookie), Walk> {
+    let mut last: BTreeMap<Tid, Walk> = BTreeMap::new();
+    let mut out = BTreeMap::new();
+    for e in k.events() {
+        let Some(tid) = e.tid else { continue };
+        match &e.kind {
+            EventKind::Unwind { methods, stop, faultable: true, .. } => {
+                last.insert(tid, Walk { methods: methods.clone(), stop: stop.clone() });
+            }
+            EventKind::Callback { cookie, .. } => {
+                if let Some(walk) = last.get(&tid) {
+                    out.entry((tid, *cookie)).or_insert_with(|| walk.clone());
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
 /// Judges every sample the perf sessions of `k` recorded; the summary has
 /// the verdict counts filled in.
 pub(crate) fn samples(
@@ -58,6 +83,7 @@ pub(crate) fn samples(
 ) -> (Vec<SampleResult>, Summary) {
     let mut samples = Vec::new();
     let mut summary = Summary::default();
+    let walks = walks(k);
     for session in &k.tracers().perf {
         for s in stitch(&session.buffers) {
             let Some(info) = taken.get(&s.sample) else { continue };
@@ -90,6 +116,7 @@ pub(crate) fn samples(
                 kernel: s.kernel.clone(),
                 delivered: s.user.clone(),
                 deferred_cpu: s.deferred_cpu,
+                walk: s.cookie.and_then(|cookie| walks.get(&(s.tid, cookie)).cloned()),
                 verdict,
             });
         }

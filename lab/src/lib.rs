@@ -29,8 +29,8 @@
 //!   forks; the objects' functions from [`sframe::elf::Symbols`].
 //! * Views of a report: [`export`] (Chrome trace, folded stacks, Firefox
 //!   Profiler) and [`html`].
-//! * Built on runs: [`replay`], [`validate`] (a binary sampled per
-//!   unwinder) and [`demo`] (a narrated tour); with the `fuzzgen` feature,
+//! * Built on runs: [`explain`] (why a stack left the truth, in words),
+//!   [`replay`], [`validate`] (a binary sampled per unwinder) and [`demo`] (a narrated tour); with the `fuzzgen` feature,
 //!   `fuzz` (the scenario generator of the fuzz target).
 //! * [`sysroot`]: a lab root for a dynamically linked program, every object
 //!   it loads found like `ld.so` does and given generated SFrame V3.
@@ -40,6 +40,7 @@
 
 mod account;
 pub mod demo;
+pub mod explain;
 pub mod export;
 #[cfg(feature = "fuzzgen")]
 pub mod fuzz;

@@ -64,8 +64,21 @@ pub struct SampleResult {
     pub delivered: Option<Vec<u64>>,
     /// CPU whose buffer held the deferred record.
     pub deferred_cpu: Option<usize>,
+    /// The deferred walk that produced `delivered`, as the kernel model
+    /// ran it (`None` for in-NMI and lost stacks).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub walk: Option<Walk>,
     /// The verdict.
     pub verdict: Verdict,
+}
+
+/// How the kernel's walk went: what found each frame, and why it ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Walk {
+    /// The method that found each entry after the PC (`sframe`, `fp`).
+    pub methods: Vec<kmodel::unwind::Method>,
+    /// Why the walk ended, in the model's words.
+    pub stop: String,
 }
 
 /// How a guest ended.

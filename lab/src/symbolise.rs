@@ -20,6 +20,9 @@ use sframe::elf::Symbols;
 struct Mapped {
     /// `None` for the guest's own program, else its file name (`libc.so.6`).
     prefix: Option<String>,
+    /// Its file name, also for the program: an address in no function is
+    /// `sort+0x6627`, never bare hex.
+    file: String,
     /// Its load bias: the symbols are at link-time addresses.
     bias: u64,
     /// Lowest and one past the highest address its segments occupy.
@@ -126,6 +129,7 @@ impl GuestSymbols {
                     let prefix = (object.file.path != program).then(|| object.file.name());
                     out.objects.push(Mapped {
                         prefix,
+                        file: object.file.name(),
                         bias: object.bias,
                         span: object.span(),
                         symbols: cache.of(object),
@@ -206,7 +210,7 @@ impl<'a> Names<'a> {
         let link = pc.wrapping_sub(o.bias);
         match (&o.prefix, o.symbols.lookup(link)) {
             (None, Some((name, off))) => function(name, off),
-            (None, None) => format!("{pc:#x}"),
+            (None, None) => format!("{}+{link:#x}", o.file),
             (Some(file), Some((name, off))) => format!("{file}!{}", function(name, off)),
             (Some(file), None) => format!("{file}+{link:#x}"),
         }

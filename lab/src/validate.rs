@@ -11,7 +11,6 @@ use serde::Serialize;
 use crate::loader::Registration;
 use crate::report::{Progress, RunError};
 use crate::scenario::{Guest, KernelConfig, Machine, Scenario, Tracer};
-use crate::verdict::Verdict;
 
 /// Results for one unwinder.
 #[derive(Debug, Clone, Serialize)]
@@ -41,8 +40,12 @@ pub struct Failure {
     pub function: String,
     /// The PC in it (the last correct entry of the stack).
     pub pc: u64,
+    /// Where that is: `function+0x12`, `libc.so.6!puts+0x1c`, or hex.
+    pub place: String,
     /// "truncated" or "wrong".
     pub kind: &'static str,
+    /// Why, in words ([`crate::explain`]).
+    pub reason: String,
     /// How many samples failed there.
     pub count: u64,
 }
@@ -103,19 +106,23 @@ pub fn validate(
             expect: None,
         };
         let report = crate::runner::run_with_progress(&scenario, progress)?;
-        let mut failures: BTreeMap<(String, u64, &'static str), u64> = BTreeMap::new();
+        let mut failures: BTreeMap<(u64, &'static str, String), Failure> = BTreeMap::new();
         for s in &report.samples {
-            let (at, kind) = match s.verdict {
-                Verdict::Truncated { frames, .. } => (frames.saturating_sub(1), "truncated"),
-                Verdict::Wrong { frame, .. } => (frame.saturating_sub(1), "wrong"),
-                _ => continue,
-            };
-            let pc = s.truth.get(at).copied().unwrap_or(0);
-            let function = report.names(s).function(pc);
-            *failures.entry((function, pc, kind)).or_insert(0) += 1;
+            let Some(why) = crate::explain::explain(&report, s) else { continue };
+            let kind = s.verdict.kind();
+            failures
+                .entry((why.pc, kind, why.reason.clone()))
+                .or_insert(Failure {
+                    function: why.function,
+                    pc: why.pc,
+                    place: why.place,
+                    kind,
+                    reason: why.reason,
+                    count: 0,
+                })
+                .count += 1;
         }
-        let mut failures: Vec<Failure> =
-            failures.into_iter().map(|((function, pc, kind), count)| Failure { function, pc, kind, count }).collect();
+        let mut failures: Vec<Failure> = failures.into_values().collect();
         failures.sort_by(|a, b| b.count.cmp(&a.count).then(a.pc.cmp(&b.pc)));
         let s = &report.summary;
         out.insert(
@@ -154,7 +161,7 @@ pub fn text(results: &BTreeMap<String, UnwinderResult>) -> String {
             out += &format!("    sections: {}\n", r.sections);
         }
         for f in r.failures.iter().take(LISTED) {
-            out += &format!("    {:6} × {:9} at {:#x} in {}\n", f.count, f.kind, f.pc, f.function);
+            out += &format!("    {:6} × {:9} at {:#x} in {}: {}\n", f.count, f.kind, f.pc, f.place, f.reason);
         }
         if r.failures.len() > LISTED {
             out += &format!("    … {} more places (--json lists all)\n", r.failures.len() - LISTED);

@@ -128,7 +128,13 @@ impl Kernel {
         self.log(
             cpu,
             Some(tid),
-            EventKind::Unwind { nr: trace.entries.len(), stop: trace.stop.to_string(), faultable: false, faults: 0 },
+            EventKind::Unwind {
+                nr: trace.entries.len(),
+                methods: trace.methods.clone(),
+                stop: trace.stop.to_string(),
+                faultable: false,
+                faults: 0,
+            },
         );
         UserChain::Ips(trace.entries)
     }

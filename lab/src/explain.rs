@@ -1,0 +1,117 @@
+//! Why a delivered stack left the ground truth, in words: the frame the
+//! walk could not unwind correctly, where it is (`object!function`), and the
+//! reason, from what the kernel model's walk did (which method found each
+//! frame, why it ended) and what the symbols say about the place.
+
+use crate::report::{Report, SampleResult};
+use crate::verdict::Verdict;
+use kmodel::unwind::Method;
+use serde::Serialize;
+
+/// The first place a stack went wrong, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Explanation {
+    /// Index of the last right frame: the one the walk failed to unwind.
+    pub frame: usize,
+    /// Its PC (frame 0) or return address.
+    pub pc: u64,
+    /// Where that is: `function+0x12`, `libc.so.6!puts+0x1c`, or hex.
+    pub place: String,
+    /// The function alone (for grouping): `libc.so.6!puts`.
+    pub function: String,
+    /// Why, in words.
+    pub reason: String,
+}
+
+/// Explains sample `s` of `report` if its stack is truncated or wrong.
+pub fn explain(report: &Report, s: &SampleResult) -> Option<Explanation> {
+    let diverged = match s.verdict {
+        Verdict::Truncated { frames, .. } => frames,
+        Verdict::Wrong { frame, .. } => frame,
+        Verdict::Exact | Verdict::Lost { .. } => return None,
+    };
+    let names = report.names(s);
+    let Some(frame) = diverged.checked_sub(1) else {
+        let pc = s.truth.first().copied().unwrap_or(0);
+        return Some(Explanation {
+            frame: 0,
+            pc,
+            place: names.name(pc),
+            function: names.function(pc),
+            reason: "the first entry is not the interrupted PC".into(),
+        });
+    };
+    let pc = s.truth[frame];
+    // A return address that is not in the function of its call: the call to
+    // a noreturn function was the last instruction of its caller.
+    let past_call = (frame > 0 && names.function(pc) != names.function(pc.wrapping_sub(1))).then(|| {
+        format!(
+            "the return address lies just past the end of {} (its last instruction calls a function that \
+             never returns); the kernel looks callers up at the return address, not at the call",
+            names.function(pc.wrapping_sub(1))
+        )
+    });
+    let methods = s.walk.as_ref().map(|w| w.methods.as_slice()).unwrap_or_default();
+    let fallback = methods.iter().take(frame).position(|&m| m == Method::Fp);
+    let reason = match (&s.verdict, past_call) {
+        (_, Some(past)) => past,
+        (Verdict::Truncated { .. }, None) => match &s.walk {
+            Some(walk) => stop_in_words(&walk.stop),
+            None => "the walk stopped here".into(),
+        },
+        (Verdict::Wrong { .. }, None) => {
+            let sframe_first = report.scenario.kernel.unwinders.first() == Some(&Method::Sframe);
+            match (methods.get(frame), fallback) {
+                (Some(Method::Fp), _) if sframe_first => {
+                    "no SFrame row applied here, and the frame-pointer fallback found a wrong caller".into()
+                }
+                (Some(Method::Fp), _) => "frame pointers found a wrong caller: this code keeps no frame pointer".into(),
+                (_, Some(at)) => format!(
+                    "the walk went astray after frame {at} ({}) was unwound by frame pointers, \
+                     which left a wrong stack or frame pointer",
+                    names.function(s.truth[at])
+                ),
+                _ => "the SFrame row here gives a wrong caller: the row disagrees with the code".into(),
+            }
+        }
+        _ => unreachable!("exact and lost stacks returned above"),
+    };
+    Some(Explanation { frame, pc, place: names.name(pc), function: names.function(pc), reason })
+}
+
+/// The model's reason a walk ended, for people.
+fn stop_in_words(stop: &str) -> String {
+    if let Some(rest) = stop.strip_prefix("no method could step: ") {
+        let parts: Vec<&str> = rest.split("; ").collect();
+        let sframe = parts.iter().find_map(|p| p.strip_prefix("sframe: "));
+        let fp = parts.iter().find_map(|p| p.strip_prefix("fp: "));
+        return match (sframe, fp) {
+            (Some(s), Some(f)) => format!("no SFrame for it ({s}), and frame pointers failed ({f})"),
+            (Some(s), None) => format!("no SFrame for it ({s})"),
+            (None, Some(f)) => format!("frame pointers failed ({f})"),
+            (None, None) => format!("no method could step ({rest})"),
+        };
+    }
+    if let Some(rest) = stop.strip_prefix("bad rule: ") {
+        return format!("its SFrame row cannot be applied: {rest}");
+    }
+    stop.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stop_in_words;
+
+    #[test]
+    fn stops_read_as_sentences() {
+        assert_eq!(
+            stop_in_words("no method could step: sframe: no section for 0x10; fp: FP below SP"),
+            "no SFrame for it (no section for 0x10), and frame pointers failed (FP below SP)"
+        );
+        assert_eq!(
+            stop_in_words("bad rule: register rule below the topmost frame"),
+            "its SFrame row cannot be applied: register rule below the topmost frame"
+        );
+        assert_eq!(stop_in_words("outermost frame"), "outermost frame");
+    }
+}
