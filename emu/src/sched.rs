@@ -368,35 +368,28 @@ impl Emulator {
         }
     }
 
+    /// The signal state of thread `tid` of process `pid`: the emulator's own
+    /// fields for the thread on the CPU, its parked state otherwise.
+    fn thread_signals(&mut self, pid: Pid, tid: Tid) -> Option<&mut Signals> {
+        if tid == self.task.tid {
+            return Some(&mut self.signals);
+        }
+        let p = self.procs.get_mut(&pid)?;
+        match p.threads.get_mut(&tid) {
+            Some(Some(thread)) => Some(&mut thread.signals),
+            // The thread its parked process has loaded.
+            _ => p.parked.as_deref_mut().map(|parked| &mut parked.signals),
+        }
+    }
+
     /// Makes `sig` pending in thread `tid` alone (`tgkill`, a fault). Dropped if ignored.
     pub(crate) fn post_thread_signal(&mut self, tid: Tid, sig: u32, code: i32) {
         let Some(pid) = self.owner(tid) else { return };
-        let signals = if tid == self.task.tid {
-            &mut self.signals
-        } else {
-            let p = self.procs.get_mut(&pid).expect("the owner is in the table");
-            match p.threads.get_mut(&tid) {
-                Some(Some(thread)) => &mut thread.signals,
-                // The thread its parked process has loaded.
-                _ => match p.parked.as_deref_mut() {
-                    Some(parked) => &mut parked.signals,
-                    None => return,
-                },
-            }
-        };
-        let blocked = signals.blocked;
+        let Some(blocked) = self.thread_signals(pid, tid).map(|s| s.blocked) else { return };
         if self.dropped(pid, sig, blocked) {
             return;
         }
-        let signals = if tid == self.task.tid {
-            &mut self.signals
-        } else {
-            let p = self.procs.get_mut(&pid).expect("the owner is in the table");
-            match p.threads.get_mut(&tid) {
-                Some(Some(thread)) => &mut thread.signals,
-                _ => &mut p.parked.as_deref_mut().expect("checked above").signals,
-            }
-        };
+        let signals = self.thread_signals(pid, tid).expect("found above");
         signals.pending |= sig_bit(sig);
         signals.sent_code[sig as usize] = code;
     }
