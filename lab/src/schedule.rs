@@ -238,7 +238,10 @@ impl<'s> Run<'s> {
         let cpu = guest.cpu_of(task);
         let icount = guest.emu.icount();
         if self.k.task(task).mm.is_none() {
-            return Err(RunError::guest(&guest.name, "sampled after its exit_mm()"));
+            return Err(RunError::guest(
+                &guest.name,
+                format!("sampled after its exit_mm() (task {task}, thread {}, icount {icount})", guest.emu.tid()),
+            ));
         }
         // The model's NMI samples the CPU's current task: it must be the
         // thread whose ground truth the sample is judged against.
@@ -295,8 +298,10 @@ impl<'s> Run<'s> {
                 self.guests[g].sleeping.insert(thread);
             }
             ProcessEvent::Exit { exit, .. } => self.exit(g, exit, stop_after, true)?,
-            // A thread's own exit(), with siblings alive: it is still on the CPU.
-            ProcessEvent::ThreadExit { tid, exit, .. } if tid == self.guests[g].emu.tid() => {
+            // A thread's own exit(), with siblings alive: it is still on the
+            // CPU. (A killed thread's end says SIGKILL: after an exec by a
+            // non-leader, the killed leader's ID is the caller's.)
+            ProcessEvent::ThreadExit { tid, exit: exit @ Exit::Code(_), .. } if tid == self.guests[g].emu.tid() => {
                 self.exit(g, exit, stop_after, false)?;
             }
             // A sibling killed by exit_group(), a fatal signal or an exec
