@@ -53,13 +53,23 @@ fn frames(names: Names<'_>, ips: &[u64]) -> String {
 pub fn demo(arch: Arch, guests_dir: &Path) -> Result<Vec<String>, RunError> {
     let slow = TimedEvent {
         at: 0,
-        action: Action::SlowSyscall { task: "lab".into(), nmis: 3, syscall: Some("clock_nanosleep".into()) },
+        action: Action::SlowSyscall {
+            task: "lab".into(),
+            nmis: 3,
+            syscall: Some("clock_nanosleep".into()),
+            before_sleep: false,
+        },
     };
-    let migrate = TimedEvent { at: 0, action: Action::Migrate { task: "lab".into(), cpu: 1 } };
+    let migrate = TimedEvent { at: 0, action: Action::Migrate { task: "lab".into(), cpu: 1, thread: None } };
     let main = run(&scenario(arch, guests_dir, "sleep", ExitPath::Upstream, vec![slow, migrate]))?;
     let exit_slow = TimedEvent {
         at: 0,
-        action: Action::SlowSyscall { task: "lab".into(), nmis: 2, syscall: Some("exit_group".into()) },
+        action: Action::SlowSyscall {
+            task: "lab".into(),
+            nmis: 2,
+            syscall: Some("exit_group".into()),
+            before_sleep: false,
+        },
     };
     let lost = run(&scenario(arch, guests_dir, "exit", ExitPath::None, vec![exit_slow.clone()]))?;
     let kept = run(&scenario(arch, guests_dir, "exit", ExitPath::Upstream, vec![exit_slow]))?;

@@ -15,13 +15,22 @@ pub(crate) struct GuestRun {
     pub(crate) name: String,
     /// The emulated process.
     pub(crate) emu: Emulator,
-    /// The model's task of each of its processes, by pid (the one on the
-    /// CPU is [`GuestRun::tid`]).
-    pub(crate) tasks: std::collections::BTreeMap<emu::Pid, Tid>,
-    /// Its processes asleep in a system call (in the kernel, for the model).
-    pub(crate) sleeping: std::collections::BTreeSet<emu::Pid>,
-    /// The CPU it runs on.
+    /// The model's task of each of its threads, by thread ID (a process's
+    /// first thread has the process's ID; the one on the CPU is
+    /// [`GuestRun::tid`]). Thread IDs are never reused by the emulator, so
+    /// the entries of ended threads stay.
+    pub(crate) tasks: std::collections::BTreeMap<emu::Tid, Tid>,
+    /// Its threads asleep in a system call (in the kernel, for the model).
+    pub(crate) sleeping: std::collections::BTreeSet<emu::Tid>,
+    /// The CPU it runs on: its processes' first threads' CPU.
     pub(crate) cpu: usize,
+    /// The CPU of each thread made by `clone(CLONE_THREAD)` (model task):
+    /// assigned round robin at creation, moved by migrations that name it.
+    pub(crate) thread_cpus: std::collections::BTreeMap<Tid, usize>,
+    /// Its threads in creation order (index 0: the first thread; then each
+    /// `clone(CLONE_THREAD)`, whatever its process): what a migration's
+    /// `thread` names.
+    pub(crate) threads_made: Vec<emu::Tid>,
     /// Its shell-style exit status, once it has exited.
     pub(crate) done: Option<i32>,
     /// Left asleep in the kernel when profiling ended.
@@ -32,6 +41,12 @@ pub(crate) struct GuestRun {
     pub(crate) slow_only: Option<String>,
     /// A migration waiting for its next kernel entry.
     pub(crate) migrate_to: Option<usize>,
+    /// The thread (index in [`GuestRun::threads_made`]) whose kernel entry
+    /// the migration waits for; `None`: whichever enters first.
+    pub(crate) migrate_thread: Option<usize>,
+    /// The slow call's NMIs hit it before it sleeps (if it sleeps), so its
+    /// requests are pending while it sleeps.
+    pub(crate) slow_before_sleep: bool,
     /// The simulated loader's registrations (scenario `registration: loader`).
     pub(crate) loader: crate::loader::Loader,
     /// The guest path of its program (`/guests/NAME`): frames there are
@@ -42,10 +57,31 @@ pub(crate) struct GuestRun {
 }
 
 impl GuestRun {
-    /// The model's task of the process on the guest's CPU.
+    /// The model's task of the thread on the guest's CPU.
     pub(crate) fn tid(&self) -> Tid {
-        // Every pid the emulator reports was added at its fork.
-        self.tasks[&self.emu.pid()]
+        // Every thread the emulator reports was added at its fork or clone.
+        self.tasks[&self.emu.tid()]
+    }
+
+    /// The CPU model task `task` of this guest runs on: its own if it is a
+    /// thread made by `clone(CLONE_THREAD)`, else the guest's.
+    pub(crate) fn cpu_of(&self, task: Tid) -> usize {
+        self.thread_cpus.get(&task).copied().unwrap_or(self.cpu)
+    }
+
+    /// Moves model task `task` to `cpu` in the lab's books (the caller
+    /// migrates it in the model): a process's first thread takes the
+    /// guest's CPU with it, as before threads.
+    pub(crate) fn set_cpu(&mut self, task: Tid, cpu: usize) {
+        match self.thread_cpus.get_mut(&task) {
+            Some(c) => *c = cpu,
+            None => self.cpu = cpu,
+        }
+    }
+
+    /// The index in [`GuestRun::threads_made`] of thread `tid`.
+    pub(crate) fn thread_index(&self, tid: emu::Tid) -> Option<usize> {
+        self.threads_made.iter().position(|&t| t == tid)
     }
 }
 
@@ -90,11 +126,15 @@ pub(crate) fn set_up(g: &Guest, scenario: &Scenario, k: &mut Kernel) -> Result<G
         tasks: std::collections::BTreeMap::from([(emu::FIRST_PID, tid)]),
         sleeping: std::collections::BTreeSet::new(),
         cpu: g.cpu,
+        thread_cpus: std::collections::BTreeMap::new(),
+        threads_made: vec![emu::FIRST_PID],
         done: None,
         asleep_at_end: false,
         slow: 0,
         slow_only: None,
         migrate_to: None,
+        migrate_thread: None,
+        slow_before_sleep: false,
         loader: crate::loader::Loader::default(),
         exe,
         forks: Vec::new(),

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use kmodel::kernel::Kernel;
-use kmodel::tracer::stitch;
+use kmodel::tracer::{stitch, PerfRecord, StitchedSample};
 
 use crate::guest::GuestRun;
 use crate::report::{Report, SampleResult, Summary, Walk};
@@ -73,6 +73,18 @@ fn walks(k: &Kernel) -> BTreeMap<(Tid, Cookie), Walk> {
     out
 }
 
+/// The thread ID of a deferred record with `s`'s cookie written for
+/// another thread ID than `s`'s: the perf tool joins by thread, so a
+/// thread whose ID changed between the sample and the record (it exec'd
+/// as a non-leader and took the leader's) never gets its stack.
+fn renamed(buffers: &[Vec<PerfRecord>], s: &StitchedSample) -> Option<kmodel::types::Tid> {
+    let cookie = s.cookie?;
+    buffers.iter().flatten().find_map(|r| match r {
+        PerfRecord::Deferred { tid, cookie: c, .. } if *c == cookie && *tid != s.tid => Some(*tid),
+        _ => None,
+    })
+}
+
 /// Judges every sample the perf sessions of `k` recorded; the summary has
 /// the verdict counts filled in.
 pub(crate) fn samples(
@@ -91,7 +103,15 @@ pub(crate) fn samples(
             let verdict = match &s.user {
                 Some(ips) if !ips.is_empty() => Verdict::judge(ips, &info.truth),
                 Some(_) => Verdict::Lost { why: lost_reason(guest, cancelled, true) },
-                None => Verdict::Lost { why: lost_reason(guest, cancelled, false) },
+                None => match renamed(&session.buffers, &s) {
+                    Some(tid) => Verdict::Lost {
+                        why: format!(
+                            "the deferred record names tid {tid}, the sample {} (an exec by a non-leader thread: exchange_tids())",
+                            s.tid
+                        ),
+                    },
+                    None => Verdict::Lost { why: lost_reason(guest, cancelled, false) },
+                },
             };
             summary.judged += 1;
             match &verdict {

@@ -10,9 +10,20 @@ use kmodel::event::Event;
 use crate::report::Summary;
 use crate::scenario::Scenario;
 
-/// The line logged for a sample taken: the ground truth at the NMI.
-pub(crate) fn sample_line(sample: u64, guest: &str, cpu: usize, icount: u64, truth: &[u64]) -> String {
+/// The thread a sample hit: its process and thread IDs in the emulator,
+/// and its task in the kernel model.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Thread {
+    pub(crate) pid: emu::Pid,
+    pub(crate) tid: emu::Tid,
+    pub(crate) task: kmodel::types::Tid,
+}
+
+/// The line logged for a sample taken: the thread it hit and its ground
+/// truth at the NMI.
+pub(crate) fn sample_line(sample: u64, guest: &str, cpu: usize, icount: u64, thread: Thread, truth: &[u64]) -> String {
     serde_json::json!({"event": "sample", "sample": sample, "guest": guest, "cpu": cpu,
+        "pid": thread.pid, "thread": thread.tid, "task": thread.task,
         "icount": icount, "truth": truth.iter().map(|a| format!("{a:#x}")).collect::<Vec<_>>()})
     .to_string()
 }

@@ -295,6 +295,11 @@ pub enum Action {
         task: String,
         /// Destination CPU.
         cpu: usize,
+        /// Only this thread of the guest, by creation order (0: its first
+        /// thread, n: the n-th `pthread_create`): it moves in its next
+        /// system call. None: whichever thread enters the kernel first.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        thread: Option<usize>,
     },
     /// Evict pages of the task.
     Evict {
@@ -331,6 +336,12 @@ pub enum Action {
         /// Only a system call of this name (e.g. "exit_group").
         #[serde(default)]
         syscall: Option<String>,
+        /// The NMIs hit the task before it goes to sleep in the call (if
+        /// it sleeps: a futex, a join, a sleep), so its requests stay
+        /// pending while it sleeps; otherwise they hit it once the call
+        /// completes, before the return to user.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        before_sleep: bool,
     },
 }
 
@@ -590,7 +601,7 @@ impl Scenario {
             }
             last = e.at;
             let task = match &e.action {
-                Action::Migrate { task, cpu } => {
+                Action::Migrate { task, cpu, .. } => {
                     if *cpu >= self.machine.cpus {
                         return bad(format!("events[{i}].cpu"), format!("CPU {cpu} does not exist"));
                     }

@@ -119,14 +119,16 @@ impl<'s> Run<'s> {
                     .ok_or_else(|| RunError::Scenario(format!("no guest named {name:?}")))
             };
             match &e.action {
-                Action::Migrate { task, cpu } => {
+                Action::Migrate { task, cpu, thread } => {
                     let g = find(task)?;
                     self.guests[g].migrate_to = Some(*cpu);
+                    self.guests[g].migrate_thread = *thread;
                 }
-                Action::SlowSyscall { task, nmis, syscall } => {
+                Action::SlowSyscall { task, nmis, syscall, before_sleep } => {
                     let g = find(task)?;
                     self.guests[g].slow = *nmis;
                     self.guests[g].slow_only = syscall.clone();
+                    self.guests[g].slow_before_sleep = *before_sleep;
                 }
                 Action::Evict { task, what } => {
                     let g = find(task)?;
@@ -194,7 +196,12 @@ impl<'s> Run<'s> {
                 until = until.min(icount + e.at.saturating_sub(global).max(1));
             }
             self.k.set_time(global);
-            self.k.schedule(self.guests[g].tid());
+            // A thread that has just exited alone is still the emulator's
+            // until its switch is reported: the model's CPU stays empty.
+            let tid = self.guests[g].tid();
+            if self.k.task(tid).state != kmodel::kernel::TaskState::Dead {
+                self.k.schedule(tid);
+            }
             let guest = &mut self.guests[g];
             let limit = RunLimit::icount(until).and_syscalls().and_processes();
             let stop = guest.emu.run(limit).map_err(|e| RunError::guest(&guest.name, e))?;
@@ -219,21 +226,38 @@ impl<'s> Run<'s> {
         guest.emu.regs().map(|r| UserRegs::from(&r)).map_err(|e| RunError::guest(&guest.name, e))
     }
 
-    /// An NMI on the guest's CPU: ground truth first, then the model.
+    /// An NMI on the CPU of the guest's running thread: ground truth
+    /// (that thread's) first, then the model.
     fn sample(&mut self, g: usize, in_user: bool) -> Result<(), RunError> {
         let regs = self.user_regs(g)?;
         let guest = &mut self.guests[g];
         let mut truth = vec![regs.pc];
         truth.extend(guest.emu.ground_truth());
         let seq = self.k.tracers().samples;
-        let cpu = guest.cpu;
+        let task = guest.tid();
+        let cpu = guest.cpu_of(task);
         let icount = guest.emu.icount();
-        if self.k.task(guest.tid()).mm.is_none() {
-            return Err(RunError::guest(&guest.name, "sampled after its exit_mm()"));
+        if self.k.task(task).mm.is_none() {
+            return Err(RunError::guest(
+                &guest.name,
+                format!("sampled after its exit_mm() (task {task}, thread {}, icount {icount})", guest.emu.tid()),
+            ));
+        }
+        // The model's NMI samples the CPU's current task: it must be the
+        // thread whose ground truth the sample is judged against.
+        if self.k.current(cpu) != Some(task) {
+            let problem = format!(
+                "NMI on CPU {cpu}: the model runs {:?} there, the emulator thread {} (task {task})",
+                self.k.current(cpu),
+                guest.emu.tid()
+            );
+            return Err(RunError::guest(&guest.name, problem));
         }
         let moment = crate::symbolise::Moment { pid: guest.emu.pid(), position: guest.emu.events().len() };
+        let thread = crate::log::Thread { pid: guest.emu.pid(), tid: guest.emu.tid(), task };
         let mem = guest.emu.user_memory();
-        self.extra.push((self.k.events().len(), crate::log::sample_line(seq, &guest.name, cpu, icount, &truth)));
+        self.extra
+            .push((self.k.events().len(), crate::log::sample_line(seq, &guest.name, cpu, icount, thread, &truth)));
         self.samples.insert(seq, SampleInfo { guest: g, cpu, icount, truth, moment });
         self.k.nmi(cpu, in_user.then_some(regs), &mem);
         Ok(())
@@ -242,29 +266,51 @@ impl<'s> Run<'s> {
     /// Something happened to one of guest `g`'s processes.
     fn process(&mut self, g: usize, event: ProcessEvent, stop_after: u64) -> Result<(), RunError> {
         match event {
-            ProcessEvent::Switch { .. } => {
+            ProcessEvent::Switch { to_tid, .. } => {
                 let guest = &self.guests[g];
-                let tid = guest.tid();
-                // The guest's processes share its CPU (a migration moved the one then running).
-                if self.k.task(tid).cpu != guest.cpu {
-                    self.k.migrate(tid, guest.cpu);
+                let Some(&tid) = guest.tasks.get(&to_tid) else { return Ok(()) };
+                // The guest's processes share its CPU (a migration moved the
+                // one then running); each thread has its own.
+                let cpu = guest.cpu_of(tid);
+                if self.k.task(tid).cpu != cpu {
+                    self.k.migrate(tid, cpu);
                 }
                 self.k.schedule(tid);
             }
-            ProcessEvent::Block { pid, .. } => {
+            ProcessEvent::Block { tid: thread, syscall, .. } => {
                 // The call sleeps in the kernel: the task entered it and sleeps there.
                 let regs = self.user_regs(g)?;
                 let tid = self.guests[g].tid();
-                let mem = self.guests[g].emu.user_memory();
-                self.k.enter(tid, EntryReason::Syscall, regs, &mem);
+                {
+                    let mem = self.guests[g].emu.user_memory();
+                    self.k.enter(tid, EntryReason::Syscall, regs, &mem);
+                }
+                // NMIs before it sleeps: its requests stay pending asleep.
+                let guest = &mut self.guests[g];
+                if guest.slow_before_sleep && guest.slow_only.as_deref().is_none_or(|only| only == syscall) {
+                    let slow = std::mem::take(&mut guest.slow);
+                    self.slow_nmis(g, slow, stop_after)?;
+                    if self.guests[g].asleep_at_end {
+                        return Ok(());
+                    }
+                }
                 self.k.sleep(tid);
-                self.guests[g].sleeping.insert(pid);
+                self.guests[g].sleeping.insert(thread);
             }
-            ProcessEvent::Exit { exit, .. } => self.exit(g, exit, stop_after)?,
+            ProcessEvent::Exit { exit, .. } => self.exit(g, exit, stop_after, true)?,
+            // A thread's own exit(), with siblings alive: it is still on the
+            // CPU. (A killed thread's end says SIGKILL: after an exec by a
+            // non-leader, the killed leader's ID is the caller's.)
+            ProcessEvent::ThreadExit { tid, exit: exit @ Exit::Code(_), .. } if tid == self.guests[g].emu.tid() => {
+                self.exit(g, exit, stop_after, false)?;
+            }
+            // A sibling killed by exit_group(), a fatal signal or an exec
+            // (reported before the process's Exit or Exec): the model takes
+            // it through its exit when it handles that (`exit`, `syscall`),
+            // as `zap_other_threads()` kills only after the caller's call.
+            ProcessEvent::ThreadExit { .. } => {}
             // Handled at the system call's stop (`syscall`), where the model's task is in the kernel.
-            ProcessEvent::Fork { .. } | ProcessEvent::Exec { .. } => {}
-            // Threads are not modelled here yet (issue 14).
-            ProcessEvent::Thread { .. } | ProcessEvent::ThreadExit { .. } => {}
+            ProcessEvent::Fork { .. } | ProcessEvent::Exec { .. } | ProcessEvent::Thread { .. } => {}
         }
         Ok(())
     }
@@ -272,9 +318,26 @@ impl<'s> Run<'s> {
     fn syscall(&mut self, g: usize, record: &SyscallRecord, stop_after: u64) -> Result<(), RunError> {
         let name = record.name;
         let regs = self.user_regs(g)?;
-        let tid = self.guests[g].tid();
-        let pid = self.guests[g].emu.pid();
-        if self.guests[g].sleeping.remove(&pid) {
+        // The thread that made the call: an execve by a non-leader thread
+        // has already given it the leader's ID in the emulator.
+        let caller = self.guests[g]
+            .emu
+            .queued_process_events()
+            .find_map(|e| match e {
+                ProcessEvent::Exec { tid, .. } => Some(*tid),
+                _ => None,
+            })
+            .unwrap_or_else(|| self.guests[g].emu.tid());
+        let guest = &mut self.guests[g];
+        let tid = guest.tasks[&caller];
+        let pid = guest.emu.pid();
+        if caller != pid && guest.emu.tid() == pid {
+            // From now on the emulator's ID `pid` is the caller's (the old
+            // leader, killed by the exec, goes through de_thread() below).
+            guest.tasks.insert(pid, tid);
+            guest.sleeping.remove(&pid);
+        }
+        if self.guests[g].sleeping.remove(&caller) {
             self.k.wake(tid);
         } else {
             let mem = self.guests[g].emu.user_memory();
@@ -291,11 +354,13 @@ impl<'s> Run<'s> {
         // A migration waiting for a slow call happens in that call, between
         // its NMIs and the return to user.
         let waits_for_slow = self.guests[g].slow > 0;
-        if let Some(to) = self.guests[g].migrate_to.filter(|_| !waits_for_slow) {
+        let guest = &self.guests[g];
+        let this_thread = guest.migrate_thread.is_none_or(|i| guest.thread_index(caller) == Some(i));
+        if let Some(to) = guest.migrate_to.filter(|_| !waits_for_slow && this_thread) {
             self.guests[g].migrate_to = None;
             self.k.sleep(tid);
             self.k.migrate(tid, to);
-            self.guests[g].cpu = to;
+            self.guests[g].set_cpu(tid, to);
             self.k.wake(tid);
         }
         if matches!(name, "nanosleep" | "clock_nanosleep") {
@@ -317,11 +382,33 @@ impl<'s> Run<'s> {
                     // The child has its parent's objects (no events say so).
                     guest.forks.push(crate::symbolise::Fork { at: guest.emu.events().len(), parent, child });
                 }
-                // The new image's mm with its section, and its registers:
-                // what a pending request walks on the way out.
-                ProcessEvent::Exec { .. } => {
+                // clone(CLONE_THREAD): the thread shares the mm and gets
+                // the next CPU round robin (the first thread has the guest's).
+                ProcessEvent::Thread { tid: thread, .. } => {
+                    let cpu = (guest.cpu + guest.threads_made.len()) % self.scenario.machine.cpus;
+                    let task = self.k.clone_thread(tid, cpu);
+                    guest.tasks.insert(thread, task);
+                    guest.thread_cpus.insert(task, cpu);
+                    guest.threads_made.push(thread);
+                }
+                // de_thread() first if it has siblings (they go through
+                // their exits now; their ThreadExit events, queued before
+                // this one, need nothing more). Then the new image's mm
+                // with its section, and its registers: what a pending
+                // request walks on the way out.
+                ProcessEvent::Exec { pid, tid: old, .. } => {
+                    if !self.k.threads_of(tid).is_empty() {
+                        // The emulator has replaced the old image by now: a
+                        // killed sibling's pending unwind reads the new one's
+                        // memory (the kernel's would still see the old mm).
+                        let mem = guest.emu.user_memory();
+                        let killed = self.k.de_thread(tid, &mem, &|_| None);
+                        guest.sleeping.retain(|t| !killed.contains(&guest.tasks[t]));
+                    }
                     let mm = crate::guest::image_mm(&mut self.k, &mut guest.emu);
                     self.k.exec(tid, mm, regs.clone());
+                    // The caller has the leader's ID already (see above).
+                    debug_assert!(guest.tasks[&pid] == tid && guest.tasks[&old] == tid);
                     guest.loader.skip_to(guest.emu.events(), pid);
                 }
                 _ => {}
@@ -359,7 +446,10 @@ impl<'s> Run<'s> {
         Ok(())
     }
 
-    fn exit(&mut self, g: usize, exit: Exit, stop_after: u64) -> Result<(), RunError> {
+    /// The running thread's exit: its process's (`group`: exit_group or a
+    /// fatal signal, which kills its other threads) or its own (`exit`
+    /// with siblings alive).
+    fn exit(&mut self, g: usize, exit: Exit, stop_after: u64, group: bool) -> Result<(), RunError> {
         let regs = self.user_regs(g)?;
         let tid = self.guests[g].tid();
         let status = exit.shell_status();
@@ -375,9 +465,22 @@ impl<'s> Run<'s> {
         if self.guests[g].asleep_at_end {
             return Ok(());
         }
-        let mem = self.guests[g].emu.user_memory();
+        let guest = &mut self.guests[g];
+        let mem = guest.emu.user_memory();
         // The guest is done when its machine is (`Stop::Exit`): other processes may run on.
-        self.k.exit(tid, status, &mem);
+        if group && !self.k.threads_of(tid).is_empty() {
+            // do_group_exit(): the caller's do_exit() first, then each killed
+            // sibling dies on its way to user mode (woken if asleep), in the
+            // model's order (by task), whatever order the emulator reported
+            // their ends in.
+            let killed = self.k.exit_group(tid, status, &mem);
+            for &t in &killed {
+                self.k.signal_wake_up(t, None, &mem);
+            }
+            guest.sleeping.retain(|t| !killed.contains(&guest.tasks[t]));
+        } else {
+            self.k.exit(tid, status, &mem);
+        }
         Ok(())
     }
 }
