@@ -170,10 +170,12 @@ static void wait_started(int n) {
 
 /* ---- thread-exit: pthread_exit from a deep stack while others compute ----- */
 
+/* Set by the main thread once it has joined the exiting thread: the
+ * computers run through its whole exit (glibc's forced unwind of its stack,
+ * then the exit system call). */
 static volatile int exited;
 
 NOINLINE static long exit_bottom(long arg) {
-    exited = 1;
     pthread_exit((void *)arg);
 }
 
@@ -188,7 +190,7 @@ static void *computer(void *arg) {
     long rounds = (long)arg >> 8, which = (long)arg & 0xff;
     long s = 0;
     started();
-    /* Keep computing at least until the exiting thread is gone. */
+    /* Keep computing at least until the exiting thread is gone (joined). */
     for (long i = 0; i < rounds || !exited; i++) s += chain_a(i + which, 14);
     return (void *)(long)(s != 0);
 }
@@ -199,6 +201,7 @@ static int thread_exit(int n) {
     pthread_t b = spawn(computer, (void *)(rounds << 8 | 2));
     pthread_t e = spawn(exiter, (void *)5L);
     long ret = (long)join(e);
+    exited = 1;
     long ra = (long)join(a), rb = (long)join(b);
     printf("thread-exit: exited with %ld, computers %ld %ld\n", ret, ra, rb);
     return 0;
