@@ -761,7 +761,7 @@ impl Cache {
             (
                 "manifest-dynamic.txt",
                 "dynamically linked",
-                &["usr/bin/dash", "usr/bin/sort", "usr/bin/mawk", "usr/bin/tar"],
+                &["usr/bin/dash", "usr/bin/sort", "usr/bin/mawk", "usr/bin/tar", "usr/bin/pigz"],
             )
         } else {
             ("manifest.txt", "static", &["bin/busybox", "bin/bash-static", "bin/sort"])
