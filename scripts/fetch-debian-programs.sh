@@ -23,7 +23,7 @@
 # each), followed only through library packages: by Debian Policy 8.1 those
 # are the packages named lib* (libc6, libacl1, libselinux1, libpcre2-8-0, …),
 # minus lib*-bin, -dev, -common, -data, -doc and libc-l10n, which ship no
-# shared object. Everything else (dpkg, debianutils, install-info,
+# shared object, plus zlib1g (libz.so.1, named before the policy; pigz). Everything else (dpkg, debianutils, install-info,
 # gcc-12-base, …) is a packaging dependency, not a run-time one, and is left
 # out. The rule is checked, not trusted: every DT_NEEDED of every program and
 # library of the root, and every program's PT_INTERP, must be found in it.
@@ -98,7 +98,7 @@ fi
 is_library() {
   case $1 in
     libc-l10n | *-bin | *-dev | *-common | *-data | *-doc) return 1 ;;
-    lib*) return 0 ;;
+    lib* | zlib1g) return 0 ;;
     *) return 1 ;;
   esac
 }

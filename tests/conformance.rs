@@ -7,7 +7,8 @@
 //!   Debian's statically linked busybox and bash;
 //! * [`DYNAMIC_LINES`] (issue 13), `debian_dynamic_programs_behave_as_under_the_reference`:
 //!   Debian's dynamically linked coreutils, sed, grep, gzip, bzip2, xz, tar,
-//!   mawk and dash with Debian's own `ld.so` and libraries (see [`DYNAMIC`]).
+//!   mawk, dash and pigz with Debian's own `ld.so` and libraries (see
+//!   [`DYNAMIC`]); threaded lines (issue 14): xz -T, pigz, sort --parallel.
 //!
 //! The programs are Debian's builds of busybox-static and bash-static for
 //! each architecture, fetched by `scripts/fetch-debian-programs.sh` (`make
@@ -43,6 +44,7 @@
 //! The whole report is also written to `target/tmp/conformance/report.txt`
 //! (`target/tmp/conformance-dynamic/report.txt`).
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::fmt::Write as _;
@@ -116,6 +118,7 @@ enum Invocation {
 struct Line {
     name: &'static str,
     run: Invocation,
+    /// The text, or `{LINES N}`: N generated lines (see [`stdin_text`]).
     stdin: &'static str,
     reference: Reference,
     /// Why that reference: what the line execs, or why qemu-user can run it.
@@ -144,6 +147,25 @@ const fn dash(name: &'static str, script: &'static str, reference: Reference, wh
 
 const fn with_stdin(line: Line, stdin: &'static str) -> Line {
     Line { stdin, ..line }
+}
+
+/// What a line reads on stdin: its text, except `{LINES N}`, which stands for
+/// N generated lines, the i-th (from 0) `i·7919 mod 1009` in four digits:
+/// 1009 distinct keys in no order, input big enough for GNU sort to sort
+/// with threads (it starts them from 128 Ki lines in one buffer). Every run
+/// finds it also as the file `../stdin` (relative to its cwd).
+fn stdin_text(line: &Line) -> Cow<'static, str> {
+    match line.stdin.strip_prefix("{LINES ").and_then(|rest| rest.strip_suffix('}')) {
+        Some(n) => {
+            let n: usize = n.parse().unwrap_or_else(|_| panic!("{}: bad stdin {}", line.name, line.stdin));
+            let mut text = String::with_capacity(n * 5);
+            for i in 0..n {
+                let _ = writeln!(text, "{:04}", i * 7919 % 1009);
+            }
+            Cow::Owned(text)
+        }
+        None => Cow::Borrowed(line.stdin),
+    }
 }
 
 use Reference::{Amd64, Qemu};
@@ -523,6 +545,48 @@ const DYNAMIC_LINES: &[Line] = &[
     ),
     program("bzip2-stdout", "bzip2", &["-c", "{FIX}/poem.txt"], ONE_PROGRAM),
     program("xz-stdout", "xz", &["-T1", "-c", "{FIX}/poem.txt"], ONE_PROGRAM),
+    // Threads (issue 14): programs that start threads (clone3 with
+    // CLONE_THREAD, futexes), their output independent of the interleaving.
+    program(
+        "xz-threads-2",
+        "xz",
+        &["-T2", "--block-size=16", "-c", "{FIX}/poem.txt"],
+        "one program, no child (2 threads: 16-byte blocks compressed in parallel)",
+    ),
+    program(
+        "xz-threads-4",
+        "xz",
+        &["-T4", "--block-size=8", "-9e", "-c", "{FIX}/data.csv"],
+        "one program, no child (4 blocks, 3 threads started)",
+    ),
+    program(
+        "pigz-threads",
+        "pigz",
+        &["-p", "2", "-c", "{FIX}/poem.txt"],
+        "one program, no child (a compressing and a writing thread)",
+    ),
+    with_stdin(
+        program(
+            "pigz-blocks",
+            "pigz",
+            &["-p", "4", "-b", "32", "-9", "-n", "-c", "../stdin"],
+            "one program, no child (four 32 KiB blocks on four threads, and the writer)",
+        ),
+        "{LINES 20000}",
+    ),
+    // sort reads its stdin file by name (`../stdin`, beside the cwd): a
+    // regular file, whose size lets sort take it into one buffer and sort it
+    // with a second thread; stdin itself the emulator gives as a stream (and
+    // from a pipe sort reads in small buffers, never threaded).
+    with_stdin(
+        program(
+            "sort-parallel",
+            "sort",
+            &["--parallel=2", "-u", "../stdin"],
+            "one program, no child (a second thread sorts half of 140000 lines)",
+        ),
+        "{LINES 140000}",
+    ),
     program(
         "tar-create",
         "tar",
@@ -697,7 +761,7 @@ impl Cache {
             (
                 "manifest-dynamic.txt",
                 "dynamically linked",
-                &["usr/bin/dash", "usr/bin/sort", "usr/bin/mawk", "usr/bin/tar"],
+                &["usr/bin/dash", "usr/bin/sort", "usr/bin/mawk", "usr/bin/tar", "usr/bin/pigz"],
             )
         } else {
             ("manifest.txt", "static", &["bin/busybox", "bin/bash-static", "bin/sort"])
@@ -943,10 +1007,11 @@ impl Result1 {
 fn run_one(suite: &Suite, line: &Line, arch: Arch, audit: bool) -> Result1 {
     let tag = format!("{}/{}", arch.debian(), line.name);
     let (ref_cmd, ref_root) = suite.reference_command(line, arch, line.reference);
-    let first = suite.run(&format!("{tag}/reference-1"), &ref_cmd, &ref_root, line.stdin);
-    let second = suite.run(&format!("{tag}/reference-2"), &ref_cmd, &ref_root, line.stdin);
+    let stdin = stdin_text(line);
+    let first = suite.run(&format!("{tag}/reference-1"), &ref_cmd, &ref_root, &stdin);
+    let second = suite.run(&format!("{tag}/reference-2"), &ref_cmd, &ref_root, &stdin);
     let (emu_cmd, emu_root) = suite.emulator_command(line, arch);
-    let got = suite.run(&format!("{tag}/emulator"), &emu_cmd, &emu_root, line.stdin);
+    let got = suite.run(&format!("{tag}/emulator"), &emu_cmd, &emu_root, &stdin);
     let audit = (audit && arch != Arch::Amd64).then(|| {
         // The other reference: a qemu line should print what the amd64
         // build prints (the lines are meant to be architecture-neutral), and
@@ -956,7 +1021,7 @@ fn run_one(suite: &Suite, line: &Line, arch: Arch, audit: bool) -> Result1 {
             Reference::Amd64 => Reference::Qemu,
         };
         let (cmd, root) = suite.reference_command(line, arch, other);
-        let alt = suite.run(&format!("{tag}/audit"), &cmd, &root, line.stdin);
+        let alt = suite.run(&format!("{tag}/audit"), &cmd, &root, &stdin);
         match (line.reference, alt == first) {
             (Reference::Qemu, false) => Some(format!(
                 "qemu-user and the amd64 build disagree (arch-dependent output, or qemu cannot run it): {} vs {}",

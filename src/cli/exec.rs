@@ -35,6 +35,12 @@ pub(crate) fn run(args: ExecArgs) -> i32 {
     let mut print = |event: &Event| report(&name, event);
     let trace = args.trace_syscalls.then_some(&mut print as &mut dyn FnMut(&Event));
     let mut config = emu::host::config(&args.elf, &args.args, trace.is_some());
+    // Like the kernel in a chroot: /proc/self/exe names the program as the
+    // guest sees it, inside the root (else `execve("/proc/self/exe")`, as
+    // a program that re-executes itself does, finds nothing).
+    if let Some(inside) = config.exe_path.as_deref().and_then(|exe| inside_root(exe, &args.root)) {
+        config.exe_path = Some(inside);
+    }
     config.root = Some(args.root);
     config.prefix = args.prefix;
     match emu::host::run_config(&args.elf, config, trace) {
@@ -54,6 +60,15 @@ pub(crate) fn run(args: ExecArgs) -> i32 {
             EXIT_USAGE
         }
     }
+}
+
+/// `exe`, a canonical host path, as the guest sees it when `root` is its
+/// `/`: `None` if it lies outside the root.
+fn inside_root(exe: &[u8], root: &std::path::Path) -> Option<Vec<u8>> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let root = std::fs::canonicalize(root).ok()?;
+    let inside = std::path::Path::new(std::ffi::OsStr::from_bytes(exe)).strip_prefix(&root).ok()?;
+    Some([b"/", inside.as_os_str().as_bytes()].concat())
 }
 
 /// Signals an instruction raises (faults and traps).
