@@ -4,26 +4,14 @@
 //! ground truth of the process they hit, with a log that replays byte for
 //! byte.
 
-use lab::replay::{replay, Replay};
-use lab::scenario::Scenario;
+mod common;
+
+use common::{is, ARCHES};
 use serde_json::Value;
-use std::path::Path;
 
-const ARCHES: [&str; 3] = ["x86_64", "aarch64", "s390x"];
-
-/// The kernel events of a run's log (lines with a `seq`).
+/// The report and the log lines of a run (see [`common::scenario_events`]).
 fn events(name: &str) -> (lab::Report, Vec<Value>) {
-    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("scenarios/{name}.json"));
-    let report = lab::run(&Scenario::load(&file).unwrap()).unwrap();
-    let log = report.log.join("\n") + "\n";
-    assert_eq!(replay(&log, name).unwrap(), Replay::Identical { lines: report.log.len() }, "{name}");
-    let events =
-        report.log.iter().map(|l| serde_json::from_str::<Value>(l).unwrap()).filter(|e| e["seq"].is_u64()).collect();
-    (report, events)
-}
-
-fn is(e: &Value, kind: &str) -> bool {
-    e["event"] == kind
+    common::scenario_events(name, false)
 }
 
 #[test]

@@ -8,33 +8,15 @@
 //! thread's ground truth and joined to its own deferred records. Every
 //! log replays byte for byte.
 
-use lab::replay::{replay, Replay};
-use lab::scenario::Scenario;
+mod common;
+
+use common::{is, ARCHES};
 use serde_json::Value;
 use std::collections::BTreeSet;
-use std::path::Path;
 
-const ARCHES: [&str; 3] = ["x86_64", "aarch64", "s390x"];
-
-/// The report and the log lines (kernel events and the lab's sample lines) of a run.
+/// The report and the log lines of a run (see [`common::scenario_events`]).
 fn events(name: &str) -> (lab::Report, Vec<Value>) {
-    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("scenarios/{name}.json"));
-    let report = lab::run(&Scenario::load(&file).unwrap()).unwrap();
-    let log = report.log.join("\n") + "\n";
-    assert_eq!(replay(&log, name).unwrap(), Replay::Identical { lines: report.log.len() }, "{name}");
-    assert!(report.violations.is_empty(), "{name}: {:?}", report.violations);
-    assert!(report.expectation_failures.is_empty(), "{name}: {:?}", report.expectation_failures);
-    let events = report
-        .log
-        .iter()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|e| e["seq"].is_u64() || e["event"] == "sample")
-        .collect();
-    (report, events)
-}
-
-fn is(e: &Value, kind: &str) -> bool {
-    e["event"] == kind
+    common::scenario_events(name, true)
 }
 
 /// The "mm freed" removals: (task, seq).

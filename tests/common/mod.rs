@@ -45,3 +45,32 @@ pub fn assert_refused(dir: &str, cases: &[(&str, String, Vec<&str>)]) {
         assert!(!stderr.contains("panicked"), "{name}: {stderr}");
     }
 }
+
+/// The three architectures, by the names scenario files use.
+pub const ARCHES: [&str; 3] = ["x86_64", "aarch64", "s390x"];
+
+/// Runs `scenarios/{name}.json`, checks that its log replays byte for byte
+/// and that it broke no invariant and met its expectations, and returns
+/// the report with the log's lines as JSON: the kernel events (lines with
+/// a `seq`), and with `samples` the lab's sample lines too.
+pub fn scenario_events(name: &str, samples: bool) -> (lab::Report, Vec<serde_json::Value>) {
+    use lab::replay::{replay, Replay};
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("scenarios/{name}.json"));
+    let report = lab::run(&lab::scenario::Scenario::load(&file).unwrap()).unwrap();
+    let log = report.log.join("\n") + "\n";
+    assert_eq!(replay(&log, name).unwrap(), Replay::Identical { lines: report.log.len() }, "{name}");
+    assert!(report.violations.is_empty(), "{name}: {:?}", report.violations);
+    assert!(report.expectation_failures.is_empty(), "{name}: {:?}", report.expectation_failures);
+    let events = report
+        .log
+        .iter()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|e| e["seq"].is_u64() || (samples && e["event"] == "sample"))
+        .collect();
+    (report, events)
+}
+
+/// Whether log line `e` is an event of `kind`.
+pub fn is(e: &serde_json::Value, kind: &str) -> bool {
+    e["event"] == kind
+}
