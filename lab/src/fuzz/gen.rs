@@ -43,8 +43,10 @@ pub fn guests_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../guests/bin")
 }
 
-/// The committed guests as `arch/name` paths relative to [`guests_dir`],
-/// sorted, with their bytes (read once).
+/// The committed static guests as `arch/name` paths relative to
+/// [`guests_dir`], sorted, with their bytes (read once). The dynamic ones
+/// (and the plugin library) need their lab root, which generated scenarios
+/// do not give: picked, they would only fail to load.
 pub(super) fn committed_guests() -> &'static BTreeMap<String, Vec<u8>> {
     static GUESTS: OnceLock<BTreeMap<String, Vec<u8>>> = OnceLock::new();
     GUESTS.get_or_init(|| {
@@ -52,8 +54,10 @@ pub(super) fn committed_guests() -> &'static BTreeMap<String, Vec<u8>> {
         for arch in Arch::ALL.map(Arch::name) {
             let Ok(dir) = std::fs::read_dir(guests_dir().join(arch)) else { continue };
             for entry in dir.flatten() {
-                if let Ok(bytes) = std::fs::read(entry.path()) {
-                    guests.insert(format!("{arch}/{}", entry.file_name().to_string_lossy()), bytes);
+                let name = format!("{arch}/{}", entry.file_name().to_string_lossy());
+                let Ok(bytes) = std::fs::read(entry.path()) else { continue };
+                if emu::elf::Image::parse(&name, &bytes).is_ok_and(|image| image.interp.is_none()) {
+                    guests.insert(name, bytes);
                 }
             }
         }
@@ -283,6 +287,9 @@ impl Gen<'_, '_> {
         if self.one_in(4)? {
             k.insert("perf_registration".into(), json!(self.choose(&["boot", "late"])?));
         }
+        if self.one_in(4)? {
+            k.insert("registration".into(), json!(self.choose(&["exec", "loader"])?));
+        }
         Ok(Value::Object(k))
     }
 
@@ -291,7 +298,14 @@ impl Gen<'_, '_> {
         let task = self.reference(guests)?;
         let last = cpus.saturating_sub(1);
         Ok(match self.u.int_in_range(0..=5)? {
-            0 => json!({"action": "migrate", "task": task, "cpu": self.pick(&[last, 0, 1.min(last)], &[cpus, 64])?}),
+            0 => {
+                let mut a =
+                    json!({"action": "migrate", "task": task, "cpu": self.pick(&[last, 0, 1.min(last)], &[cpus, 64])?});
+                if self.one_in(4)? {
+                    a["thread"] = json!(self.pick(&[0, 1, 2], &[1 << 20])?);
+                }
+                a
+            }
             1 => {
                 let what = match self.u.int_in_range(0..=2)? {
                     0 => json!("stack"),
@@ -319,6 +333,9 @@ impl Gen<'_, '_> {
                 let mut a = json!({"action": "slow_syscall", "task": task, "nmis": nmis});
                 if self.one_in(2)? {
                     a["syscall"] = json!(self.choose(&SYSCALLS)?);
+                }
+                if self.one_in(4)? {
+                    a["before_sleep"] = json!(self.u.arbitrary::<bool>()?);
                 }
                 a
             }
