@@ -130,6 +130,9 @@ pub struct Emulator {
     pub(crate) sched: crate::procs::Sched,
     /// What the guest may take of the host.
     pub(crate) limits: crate::procs::Limits,
+    /// The old image's engine after an `execve`, until the run goes on
+    /// ([`Emulator::pre_exec_memory`]).
+    pub(crate) pre_exec: Option<Engine>,
     /// Files mapped so far, by (path, device, inode, size, modification
     /// time), so that each is read as ELF once (`ld.so` maps a library
     /// segment by segment).
@@ -219,6 +222,19 @@ impl Emulator {
         }
         self.code_may_have_changed();
         self.flush_tlb()
+    }
+
+    /// Runs `f` on the user memory of the image an `execve` just replaced,
+    /// while the run is stopped at that call (`None` otherwise). Upstream's
+    /// `de_thread()` takes the other threads through their exits before
+    /// `exec_mmap()` replaces the mm, so their pending unwinds read the old
+    /// image: the kernel model needs this view there.
+    pub fn pre_exec_memory<R>(&mut self, f: impl FnOnce(&mut crate::UserView<'_>) -> R) -> Option<R> {
+        let old = self.pre_exec.take()?;
+        let new = std::mem::replace(&mut self.uc, old);
+        let result = f(&mut self.user_memory());
+        self.pre_exec = Some(std::mem::replace(&mut self.uc, new));
+        Some(result)
     }
 
     /// The ELF objects mapped into the current process, by address.

@@ -149,6 +149,7 @@ impl Emulator {
             },
             limits: config.limits,
             mapped_files: BTreeMap::new(),
+            pre_exec: None,
         };
         emu.fs.pid = u64::from(crate::procs::FIRST_PID);
         let exe = emu.fs.exe.clone();

@@ -70,6 +70,8 @@ impl Emulator {
     ///
     /// Instruction-count limits need [`Tracking::Blocks`] or more.
     pub fn run(&mut self, limit: RunLimit) -> Result<Stop, Error> {
+        // The old image an execve replaced is gone once the run goes on.
+        self.pre_exec = None;
         if limit.until_icount.is_some() && self.tracking() == Tracking::Off {
             return Err(Error::Setup {
                 file: self.image.file.clone(),

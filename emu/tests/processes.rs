@@ -90,3 +90,34 @@ fn a_deadlock_is_reported_with_what_each_process_waits_for() {
         assert!(err.contains("deadlock: every process waits (1000 in read)"), "{arch}: {err}");
     }
 }
+
+/// Stopped right after an `execve`, the old image can still be read (as
+/// the kernel's `de_thread()` still has the old mm): the path argument the
+/// call was given lives only in the old image's memory. Once the run goes
+/// on, the old image is gone.
+#[test]
+fn the_old_image_is_readable_at_the_execve_stop() {
+    use emu::{RunLimit, Stop};
+    use kmodel::memory::{Access, UserMemory};
+    for arch in Arch::ALL {
+        let Some(exe) = common::build("procs", arch, &[]) else { continue };
+        let mut emu = Emulator::load(&exe, common::config(&exe, &[], b"")).expect("load");
+        let record = loop {
+            match emu.run(RunLimit::to_exit().and_syscalls()).expect("run") {
+                Stop::Syscall(record) if record.name == "execve" && record.ret == 0 => break record,
+                Stop::Exit(exit) => panic!("{arch}: ended ({exit:?}) without an execve"),
+                _ => {}
+            }
+        };
+        let path = b"/proc/self/exe\0";
+        let old = emu
+            .pre_exec_memory(|mem| {
+                let mut buf = vec![0u8; path.len()];
+                mem.read(record.args[0], &mut buf, Access::Faultable).map(|()| buf)
+            })
+            .expect("at the execve stop");
+        assert_eq!(old.as_deref().ok(), Some(&path[..]), "{arch}");
+        emu.run(RunLimit::icount(emu.icount() + 1)).expect("run on");
+        assert!(emu.pre_exec_memory(|_| ()).is_none(), "{arch}: the old image outlived the stop");
+    }
+}

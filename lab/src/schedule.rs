@@ -398,11 +398,14 @@ impl<'s> Run<'s> {
                 // request walks on the way out.
                 ProcessEvent::Exec { pid, tid: old, .. } => {
                     if !self.k.threads_of(tid).is_empty() {
-                        // The emulator has replaced the old image by now: a
-                        // killed sibling's pending unwind reads the new one's
-                        // memory (the kernel's would still see the old mm).
-                        let mem = guest.emu.user_memory();
-                        let killed = self.k.de_thread(tid, &mem, &|_| None);
+                        // The siblings' exits (and any pending unwind of
+                        // theirs) read the old image, as the kernel's still
+                        // has the old mm in de_thread().
+                        let k = &mut self.k;
+                        let killed = match guest.emu.pre_exec_memory(|mem| k.de_thread(tid, mem, &|_| None)) {
+                            Some(killed) => killed,
+                            None => k.de_thread(tid, &guest.emu.user_memory(), &|_| None),
+                        };
                         guest.sleeping.retain(|t| !killed.contains(&guest.tasks[t]));
                     }
                     let mm = crate::guest::image_mm(&mut self.k, &mut guest.emu);

@@ -293,7 +293,10 @@ fn exec(emu: &mut Emulator, dirfd: u64, path: u64, argv: u64, envp: u64) -> SysR
     emu.task = crate::procs::Task::new(pid);
     let before = emu.objects();
     let base = emu.icount();
-    emu.uc = crate::hooks::new_engine(emu.machine, emu.tracking(), &file)?;
+    let new = crate::hooks::new_engine(emu.machine, emu.tracking(), &file)?;
+    // Kept until the run goes on: what the kernel still sees of the old mm
+    // while de_thread() takes the other threads through their exits.
+    emu.pre_exec = Some(std::mem::replace(&mut emu.uc, new));
     emu.sched.base = base;
     emu.sched.start = 0;
     emu.altstack = None;
