@@ -229,7 +229,7 @@ impl Emulator {
     /// `de_thread()` takes the other threads through their exits before
     /// `exec_mmap()` replaces the mm, so their pending unwinds read the old
     /// image: the kernel model needs this view there.
-    pub fn pre_exec_memory<R>(&mut self, f: impl FnOnce(&mut crate::UserView<'_>) -> R) -> Option<R> {
+    pub fn pre_exec_memory<R>(&mut self, f: impl FnOnce(&mut crate::user::UserView<'_>) -> R) -> Option<R> {
         let old = self.pre_exec.take()?;
         let new = std::mem::replace(&mut self.uc, old);
         let result = f(&mut self.user_memory());
