@@ -224,19 +224,6 @@ impl Emulator {
         self.flush_tlb()
     }
 
-    /// Runs `f` on the user memory of the image an `execve` just replaced,
-    /// while the run is stopped at that call (`None` otherwise). Upstream's
-    /// `de_thread()` takes the other threads through their exits before
-    /// `exec_mmap()` replaces the mm, so their pending unwinds read the old
-    /// image: the kernel model needs this view there.
-    pub fn pre_exec_memory<R>(&mut self, f: impl FnOnce(&mut crate::user::UserView<'_>) -> R) -> Option<R> {
-        let old = self.pre_exec.take()?;
-        let new = std::mem::replace(&mut self.uc, old);
-        let result = f(&mut self.user_memory());
-        self.pre_exec = Some(std::mem::replace(&mut self.uc, new));
-        Some(result)
-    }
-
     /// The ELF objects mapped into the current process, by address.
     pub fn objects(&self) -> Vec<crate::objects::Object> {
         let files = self.pages().areas().filter_map(|area| match &area.kind {

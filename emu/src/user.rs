@@ -55,6 +55,19 @@ impl Emulator {
     pub fn user_memory(&mut self) -> UserView<'_> {
         UserView::new(self)
     }
+
+    /// Runs `f` on the user memory of the image an `execve` just replaced,
+    /// while the run is stopped at that call (`None` otherwise). Upstream's
+    /// `de_thread()` takes the other threads through their exits before
+    /// `exec_mmap()` replaces the mm, so their pending unwinds read the old
+    /// image: the kernel model needs this view there.
+    pub fn pre_exec_memory<R>(&mut self, f: impl FnOnce(&mut UserView<'_>) -> R) -> Option<R> {
+        let old = self.pre_exec.take()?;
+        let new = std::mem::replace(&mut self.uc, old);
+        let result = f(&mut self.user_memory());
+        self.pre_exec = Some(std::mem::replace(&mut self.uc, new));
+        Some(result)
+    }
 }
 
 impl From<&Regs> for kmodel::arch::UserRegs {
