@@ -90,6 +90,14 @@ impl Default for Config {
     }
 }
 
+/// A program's interpreter, read and checked before the point of no return.
+pub(crate) struct Interpreter {
+    /// The file.
+    file: Rc<MappedFile>,
+    /// The bytes its segments span (what must be free to place it).
+    span: u64,
+}
+
 impl Emulator {
     /// Reads the program at `path` and prepares it to run.
     pub fn load(path: impl AsRef<std::path::Path>, config: Config) -> Result<Emulator, Error> {
@@ -168,18 +176,20 @@ impl Emulator {
             None => (0, 0),
         };
         let program = Rc::new(MappedFile::new(exe, dev, ino, Rc::from(bytes)));
-        let interp = emu.interpreter().map_err(|(_, problem)| Error::Setup { file: file.to_string(), problem })?;
+        let image = emu.image.clone();
+        let interp =
+            emu.interpreter(&image).map_err(|(_, problem)| Error::Setup { file: file.to_string(), problem })?;
         let args = if config.args.is_empty() { vec![file.as_bytes().to_vec()] } else { config.args.clone() };
         emu.load_program(program, interp, &args, &config.env)?;
         Ok(emu)
     }
 
-    /// Reads the interpreter `self.image` names, if any, from the guest's
+    /// Reads the interpreter `program` names, if any, from the guest's
     /// file system, before the point of no return of an `execve` (`Err`:
     /// the error number `execve` fails with, `ENOENT` or `ELIBBAD`, and why).
-    pub(crate) fn interpreter(&mut self) -> Result<Option<Rc<MappedFile>>, (i64, String)> {
+    pub(crate) fn interpreter(&mut self, program: &Image) -> Result<Option<Interpreter>, (i64, String)> {
         use crate::syscall::errno::ELIBBAD;
-        let Some(name) = self.image.interp.clone() else { return Ok(None) };
+        let Some(name) = program.interp.clone() else { return Ok(None) };
         let shown = String::from_utf8_lossy(&name).into_owned();
         let file = match crate::syscall::fs::program(self, crate::syscall::abi::AT_FDCWD, &name) {
             Ok(file) => file,
@@ -195,11 +205,11 @@ impl Emulator {
         };
         let image = Image::parse_at(&shown, &file.bytes, Placement::At(crate::layout::MMAP_FLOOR))
             .map_err(|e| (ELIBBAD, format!("its interpreter: {e}")))?;
-        if image.arch != self.image.arch {
-            let problem = format!("its interpreter {shown} is an {} program, not {}", image.arch, self.image.arch);
+        if image.arch != program.arch {
+            let problem = format!("its interpreter {shown} is an {} program, not {}", image.arch, program.arch);
             return Err((ELIBBAD, problem));
         }
-        Ok(Some(Rc::new(file)))
+        Ok(Some(Interpreter { file: Rc::new(file), span: image.span() }))
     }
 
     /// Maps the program `program` (already parsed into `self.image`) and
@@ -210,7 +220,7 @@ impl Emulator {
     pub(crate) fn load_program(
         &mut self,
         program: Rc<MappedFile>,
-        interp: Option<Rc<MappedFile>>,
+        interp: Option<Interpreter>,
         args: &[Vec<u8>],
         env: &[Vec<u8>],
     ) -> Result<(), Error> {
@@ -219,11 +229,10 @@ impl Emulator {
         self.brk_start = page_up(self.image.end).unwrap_or(u64::MAX);
         self.brk = self.brk_start;
         // The interpreter goes where `mmap` would put it: the highest free
-        // gap below the mmap base (`parse_at` checked it at the floor before).
+        // gap below the mmap base (`interpreter` checked it at the floor).
         let interp = match interp {
-            Some(file) => {
+            Some(Interpreter { file, span }) => {
                 let name = String::from_utf8_lossy(&file.path).into_owned();
-                let span = Image::parse_at(&name, &file.bytes, Placement::At(layout::MMAP_FLOOR))?.span();
                 let base = self.pages().find_free(span, layout::MMAP_FLOOR, layout::MMAP_TOP).ok_or_else(|| {
                     Error::Setup { file: self.image.file.clone(), problem: "no room for the interpreter".into() }
                 })?;

@@ -115,10 +115,6 @@ impl ElfFacts {
     /// Reads the headers of `bytes`; `None` unless it is a 64-bit ELF file
     /// with at least one `PT_LOAD` (a data file, a corrupt one, …).
     pub fn parse(bytes: &[u8]) -> Option<ElfFacts> {
-        let elf = Elf::parse_header(bytes).ok()?;
-        if !elf.e_ident.starts_with(b"\x7fELF") {
-            return None;
-        }
         let elf = Elf::parse(bytes).ok().filter(|elf| elf.is_64)?;
         let range = |p_type| {
             elf.program_headers
@@ -239,14 +235,6 @@ impl Object {
     pub fn span(&self) -> (u64, u64) {
         let (low, high) = self.facts().extent();
         (low.wrapping_add(self.bias), high.wrapping_add(self.bias))
-    }
-
-    /// Whether `pc` lies in one of its executable segments.
-    pub fn contains_code(&self, pc: u64) -> bool {
-        self.facts().loads.iter().any(|s| {
-            let start = s.vaddr.wrapping_add(self.bias);
-            s.exec && (start..start.wrapping_add(s.memsz)).contains(&pc)
-        })
     }
 }
 

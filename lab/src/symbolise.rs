@@ -18,11 +18,11 @@ use sframe::elf::Symbols;
 /// One object as a process had it mapped.
 #[derive(Debug, Clone)]
 struct Mapped {
-    /// `None` for the guest's own program, else its file name (`libc.so.6`).
-    prefix: Option<String>,
-    /// Its file name, also for the program: an address in no function is
-    /// `sort+0x6627`, never bare hex.
+    /// Its file name (`libc.so.6`): the prefix of its functions' names,
+    /// and of an address in no function (`sort+0x6627`, never bare hex).
     file: String,
+    /// It is the guest's own program, whose functions go unprefixed.
+    program: bool,
     /// Its load bias: the symbols are at link-time addresses.
     bias: u64,
     /// Lowest and one past the highest address its segments occupy.
@@ -126,10 +126,9 @@ impl GuestSymbols {
             }
             match e {
                 Event::ObjectMapped { pid, object, .. } => {
-                    let prefix = (object.file.path != program).then(|| object.file.name());
                     out.objects.push(Mapped {
-                        prefix,
                         file: object.file.name(),
+                        program: object.file.path == program,
                         bias: object.bias,
                         span: object.span(),
                         symbols: cache.of(object),
@@ -208,11 +207,10 @@ impl<'a> Names<'a> {
     fn named(&self, pc: u64, function: impl Fn(&str, u64) -> String) -> String {
         let Some(o) = self.object(pc) else { return format!("{pc:#x}") };
         let link = pc.wrapping_sub(o.bias);
-        match (&o.prefix, o.symbols.lookup(link)) {
-            (None, Some((name, off))) => function(name, off),
-            (None, None) => format!("{}+{link:#x}", o.file),
-            (Some(file), Some((name, off))) => format!("{file}!{}", function(name, off)),
-            (Some(file), None) => format!("{file}+{link:#x}"),
+        match o.symbols.lookup(link) {
+            Some((name, off)) if o.program => function(name, off),
+            Some((name, off)) => format!("{}!{}", o.file, function(name, off)),
+            None => format!("{}+{link:#x}", o.file),
         }
     }
 

@@ -272,15 +272,14 @@ fn exec(emu: &mut Emulator, dirfd: u64, path: u64, argv: u64, envp: u64) -> SysR
     }
     // The interpreter is opened before the point of no return, as by
     // `load_elf_binary`: a missing one fails the call.
-    let old_image = std::mem::replace(&mut emu.image, image);
-    let interp = match emu.interpreter() {
+    let interp = match emu.interpreter(&image) {
         Ok(interp) => interp,
         Err((errno, problem)) => {
-            emu.image = old_image;
             emu.warn(format!("execve {file}: {problem}"));
             return fail(errno);
         }
     };
+    emu.image = image;
     // The point of no return: the old program is gone, and with it the
     // other threads (`de_thread`); the caller takes the leader's ID.
     emu.kill_other_threads();

@@ -65,7 +65,7 @@ pub(super) static UNIMPLEMENTED: &[(&str, [u16; 3])] = &[
     ("personality", [135, 92, 136]),
     ("mknod", [133, NO, 14]),
     ("mknodat", [259, 33, 290]),
-    ("fadvise64", [221, NO, 253]),
+    ("fadvise64", [221, 223, 253]),
     ("fallocate", [285, 47, 314]),
     ("getxattr", [191, 8, 227]),
     ("lgetxattr", [192, 9, 228]),
