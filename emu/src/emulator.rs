@@ -45,7 +45,8 @@ pub enum Event {
         object: crate::objects::Object,
     },
     /// An ELF object left process `pid`'s address space (`munmap`,
-    /// `dlclose`, `execve`, exit).
+    /// `dlclose`, `mremap`, `execve`; not reported when the process ends,
+    /// whose whole table goes with it).
     ObjectUnmapped {
         /// The process.
         pid: crate::procs::Pid,

@@ -130,6 +130,17 @@ pub struct Area {
     pub kind: AreaKind,
 }
 
+impl Area {
+    /// What memory from `addr` on holds, for an area split there or grown
+    /// or moved from there: the file further on, or the same kind.
+    pub fn kind_at(&self, addr: u64) -> AreaKind {
+        match &self.kind {
+            AreaKind::File(backing) => AreaKind::File(backing.advanced(addr - self.start)),
+            other => other.clone(),
+        }
+    }
+}
+
 /// Why a guest memory access failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum MemFault {
@@ -393,10 +404,7 @@ impl PageTable {
         if let Some(low) = self.areas.get_mut(&area.start) {
             low.end = addr;
         }
-        let kind = match &area.kind {
-            AreaKind::File(backing) => AreaKind::File(backing.advanced(addr - area.start)),
-            other => other.clone(),
-        };
+        let kind = area.kind_at(addr);
         self.areas.insert(addr, Area { start: addr, kind, ..area });
     }
 }

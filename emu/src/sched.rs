@@ -56,12 +56,6 @@ impl Emulator {
         self.task.tid
     }
 
-    /// The live threads of process `pid`, in tid order (empty for a zombie
-    /// or an unknown process).
-    pub fn threads(&self, pid: Pid) -> Vec<Tid> {
-        self.procs.get(&pid).map(|p| p.threads.keys().copied().collect()).unwrap_or_default()
-    }
-
     /// Every live thread as `(pid, tid)`, in tid order: what the scheduler
     /// takes turns between.
     pub fn tasks(&self) -> Vec<(Pid, Tid)> {
@@ -305,10 +299,10 @@ impl Emulator {
         // Closing the descriptors now wakes readers of its pipes.
         self.fds = FdTable::default();
         // Its other threads die with it (exit_group, a fatal signal).
+        // (That also drops the process's futex waiters.)
         self.kill_other_threads();
         let me = self.task.tid;
         self.cur_mut().threads.remove(&me);
-        self.sched.futexes.retain(|w| w.pid != pid);
         for p in self.procs.values_mut() {
             if p.ppid == pid {
                 p.ppid = 0;

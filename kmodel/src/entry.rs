@@ -164,11 +164,10 @@ impl Kernel {
     /// [`KernelOptions::probe_nmi_walk`]: crate::types::KernelOptions::probe_nmi_walk
     fn probe_nmi_walk(&mut self, cpu: usize, user_regs: Option<&UserRegs>, mem: &dyn UserMemory) {
         let Some(tid) = self.current(cpu) else { return };
-        let t = self.task(tid);
-        let (Some(regs), Some(mm)) = (user_regs.or(t.regs.as_ref()), t.mm) else { return };
-        let regs = regs.clone();
+        let Some(mm) = self.task(tid).mm else { return };
+        // The check first, so that the registers can be borrowed, not cloned, per NMI.
         self.check_walk_mm(tid, mm, "probe_nmi_walk");
-        let regs = &regs;
+        let Some(regs) = user_regs.or(self.task(tid).regs.as_ref()) else { return };
         let trace = unwind_user_dry_run(regs, mem, &self.mms[mm.0].sframe, Access::NoFault, &self.opts.unwind);
         if trace.would_fault {
             self.stats.nmi_walk_would_fault += 1;

@@ -122,7 +122,7 @@ pub enum EventKind {
         /// The method that found each entry after the first (the PC).
         methods: Vec<crate::unwind::Method>,
         /// Why the walk ended.
-        stop: String,
+        stop: crate::unwind::Stop,
         /// Access mode of the walk.
         faultable: bool,
         /// Pages faulted in by this walk.

@@ -146,23 +146,18 @@ impl Kernel {
     /// request pending runs its task_work in `get_signal()`, which runs
     /// queued task_work before looking at signals, so the callback gets
     /// its real stack; then `do_exit()`. The model takes each killed
-    /// thread through that now, in id order ([`Kernel::signal_wake_up`]
-    /// with the user registers `user_regs` gives for a thread in user
-    /// mode). A non-leader then takes the old leader's pid
+    /// thread through that now, in id order ([`Kernel::signal_wake_up`]; a
+    /// thread in user mode enters with the registers of its last kernel
+    /// entry). A non-leader then takes the old leader's pid
     /// (`exchange_tids()`), which tracers see from now on: a deferred
     /// record for a request it made before the exec carries the new pid.
     /// Nothing here touches `unwind_info`: the exec'ing task's own pending
     /// request is served on its return into the new image, as for a
     /// single-threaded exec. Returns the threads killed.
-    pub fn de_thread(
-        &mut self,
-        tid: Tid,
-        mem: &dyn UserMemory,
-        user_regs: &dyn Fn(Tid) -> Option<UserRegs>,
-    ) -> Vec<Tid> {
+    pub fn de_thread(&mut self, tid: Tid, mem: &dyn UserMemory) -> Vec<Tid> {
         let killed = self.zap_other_threads(tid, SIGKILL_EXIT, "de_thread");
         for &t in &killed {
-            self.signal_wake_up(t, user_regs(t), mem);
+            self.signal_wake_up(t, None, mem);
         }
         let (pid, tgid, cpu) = {
             let t = self.task(tid);

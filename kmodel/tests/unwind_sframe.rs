@@ -6,7 +6,7 @@ mod support;
 
 use kmodel::arch::{Arch, UserRegs};
 use kmodel::memory::{Access, PagedMemory};
-use kmodel::unwind::{unwind_user, Method, SframeRegistry, Stop, Trace, UnwindConfig, UNWIND_MAX_ENTRIES};
+use kmodel::unwind::{unwind_user, Method, Miss, SframeRegistry, Stop, Trace, UnwindConfig, UNWIND_MAX_ENTRIES};
 use sframe::write::{RawFunction, RawRow, Word};
 use sframe::{Abi, Version};
 use support::sections::{ctl, flex_row, frame_record, registered, table, word, SFRAME, STACK, TEXT};
@@ -86,8 +86,12 @@ fn a_pc_without_fde_falls_back_to_the_frame_pointer() {
     assert_eq!(trace.entries, [0x40_1210, 0x40_1150, 0x40_1080, 0x40_2000, 0x40_5000]);
     assert_eq!(trace.methods, [Method::Sframe, Method::Sframe, Method::Sframe, Method::Fp]);
     match &trace.stop {
-        Stop::NoMethod { reason } => {
-            assert!(reason.starts_with("sframe: no .sframe section covers the IP; fp: "), "{reason}")
+        Stop::NoMethod { .. } => {
+            let reason = trace.stop.to_string();
+            assert!(
+                reason.starts_with("no method could step: sframe: no .sframe section covers the IP; fp: "),
+                "{reason}"
+            )
         }
         other => panic!("{other:?}"),
     }
@@ -125,7 +129,7 @@ fn missing_data_cases_fall_back_and_keep_the_section() {
         // Without FP, the miss is why the walk ends.
         let trace = unwind_user(&regs, &mem, &mut registry, Access::Faultable, &sframe_only);
         assert_eq!(trace.entries, [pc]);
-        assert_eq!(trace.stop, Stop::NoMethod { reason: format!("sframe: {why}") });
+        assert_eq!(trace.stop, Stop::NoMethod { misses: vec![Miss { method: Method::Sframe, why: why.to_string() }] });
     }
 }
 

@@ -5,7 +5,7 @@
 
 use crate::report::{Report, SampleResult};
 use crate::verdict::Verdict;
-use kmodel::unwind::Method;
+use kmodel::unwind::{Method, Stop};
 use serde::Serialize;
 
 /// The first place a stack went wrong, and why.
@@ -43,12 +43,13 @@ pub fn explain(report: &Report, s: &SampleResult) -> Option<Explanation> {
     };
     let pc = s.truth[frame];
     // A return address that is not in the function of its call: the call to
-    // a noreturn function was the last instruction of its caller.
-    let past_call = (frame > 0 && names.function(pc) != names.function(pc.wrapping_sub(1))).then(|| {
+    // a noreturn function was the last instruction of its caller. Only a
+    // known function at the call says so: unnamed places all differ.
+    let caller = names.known_function(pc.wrapping_sub(1));
+    let past_call = caller.filter(|f| frame > 0 && names.known_function(pc).as_ref() != Some(f)).map(|f| {
         format!(
-            "the return address lies just past the end of {} (its last instruction calls a function that \
-             never returns); the kernel looks callers up at the return address, not at the call",
-            names.function(pc.wrapping_sub(1))
+            "the return address lies just past the end of {f} (its last instruction calls a function that \
+             never returns); the kernel looks callers up at the return address, not at the call"
         )
     });
     let methods = s.walk.as_ref().map(|w| w.methods.as_slice()).unwrap_or_default();
@@ -80,38 +81,39 @@ pub fn explain(report: &Report, s: &SampleResult) -> Option<Explanation> {
 }
 
 /// The model's reason a walk ended, for people.
-fn stop_in_words(stop: &str) -> String {
-    if let Some(rest) = stop.strip_prefix("no method could step: ") {
-        let parts: Vec<&str> = rest.split("; ").collect();
-        let sframe = parts.iter().find_map(|p| p.strip_prefix("sframe: "));
-        let fp = parts.iter().find_map(|p| p.strip_prefix("fp: "));
-        return match (sframe, fp) {
-            (Some(s), Some(f)) => format!("no SFrame for it ({s}), and frame pointers failed ({f})"),
-            (Some(s), None) => format!("no SFrame for it ({s})"),
-            (None, Some(f)) => format!("frame pointers failed ({f})"),
-            (None, None) => format!("no method could step ({rest})"),
-        };
+fn stop_in_words(stop: &Stop) -> String {
+    match stop {
+        Stop::NoMethod { misses } if !misses.is_empty() => {
+            let why = |m: Method| misses.iter().find(|miss| miss.method == m).map(|miss| miss.why.as_str());
+            match (why(Method::Sframe), why(Method::Fp)) {
+                (Some(s), Some(f)) => format!("no SFrame for it ({s}), and frame pointers failed ({f})"),
+                (Some(s), None) => format!("no SFrame for it ({s})"),
+                (None, Some(f)) => format!("frame pointers failed ({f})"),
+                (None, None) => stop.to_string(),
+            }
+        }
+        Stop::BadRule { reason } => format!("its SFrame row cannot be applied: {reason}"),
+        other => other.to_string(),
     }
-    if let Some(rest) = stop.strip_prefix("bad rule: ") {
-        return format!("its SFrame row cannot be applied: {rest}");
-    }
-    stop.to_string()
 }
 
 #[cfg(test)]
 mod tests {
     use super::stop_in_words;
+    use kmodel::unwind::{Method, Miss, Stop};
 
     #[test]
     fn stops_read_as_sentences() {
+        let miss = |method, why: &str| Miss { method, why: why.into() };
+        let both = Stop::NoMethod {
+            misses: vec![miss(Method::Sframe, "no section for 0x10"), miss(Method::Fp, "FP below SP")],
+        };
         assert_eq!(
-            stop_in_words("no method could step: sframe: no section for 0x10; fp: FP below SP"),
+            stop_in_words(&both),
             "no SFrame for it (no section for 0x10), and frame pointers failed (FP below SP)"
         );
-        assert_eq!(
-            stop_in_words("bad rule: register rule below the topmost frame"),
-            "its SFrame row cannot be applied: register rule below the topmost frame"
-        );
-        assert_eq!(stop_in_words("outermost frame"), "outermost frame");
+        let rule = Stop::BadRule { reason: "register rule below the topmost frame".into() };
+        assert_eq!(stop_in_words(&rule), "its SFrame row cannot be applied: register rule below the topmost frame");
+        assert_eq!(stop_in_words(&Stop::Outermost), "outermost frame");
     }
 }

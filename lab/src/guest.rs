@@ -57,6 +57,12 @@ pub(crate) struct GuestRun {
 }
 
 impl GuestRun {
+    /// Forgets that the `killed` tasks' threads sleep: they are dead.
+    pub(crate) fn forget_sleepers(&mut self, killed: &[Tid]) {
+        let tasks = &self.tasks;
+        self.sleeping.retain(|t| !killed.contains(&tasks[t]));
+    }
+
     /// The model's task of the thread on the guest's CPU.
     pub(crate) fn tid(&self) -> Tid {
         // Every thread the emulator reports was added at its fork or clone.

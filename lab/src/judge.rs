@@ -51,8 +51,9 @@ fn lost_reason(guest: &GuestRun, cancelled: &[String], delivered_empty: bool) ->
 }
 
 /// The walk behind each deferred callback, by task and cookie: the latest
-/// `unwind` event of the task before the callback (a cached trace serves
-/// every callback of one kernel entry).
+/// `unwind` event of the task before the callback in the same kernel entry
+/// (a cached trace serves every callback of one entry; `unwind_reset_info()`
+/// ends it).
 fn walks(k: &Kernel) -> BTreeMap<(Tid, Cookie), Walk> {
     let mut last: BTreeMap<Tid, Walk> = BTreeMap::new();
     let mut out = BTreeMap::new();
@@ -61,6 +62,9 @@ fn walks(k: &Kernel) -> BTreeMap<(Tid, Cookie), Walk> {
         match &e.kind {
             EventKind::Unwind { methods, stop, faultable: true, .. } => {
                 last.insert(tid, Walk { methods: methods.clone(), stop: stop.clone() });
+            }
+            EventKind::Reset { .. } => {
+                last.remove(&tid);
             }
             EventKind::Callback { cookie, .. } => {
                 if let Some(walk) = last.get(&tid) {

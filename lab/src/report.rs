@@ -77,8 +77,8 @@ pub struct SampleResult {
 pub struct Walk {
     /// The method that found each entry after the PC (`sframe`, `fp`).
     pub methods: Vec<kmodel::unwind::Method>,
-    /// Why the walk ended, in the model's words.
-    pub stop: String,
+    /// Why the walk ended.
+    pub stop: kmodel::unwind::Stop,
 }
 
 /// How a guest ended.

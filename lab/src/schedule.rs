@@ -402,11 +402,11 @@ impl<'s> Run<'s> {
                         // theirs) read the old image, as the kernel's still
                         // has the old mm in de_thread().
                         let k = &mut self.k;
-                        let killed = match guest.emu.pre_exec_memory(|mem| k.de_thread(tid, mem, &|_| None)) {
-                            Some(killed) => killed,
-                            None => k.de_thread(tid, &guest.emu.user_memory(), &|_| None),
-                        };
-                        guest.sleeping.retain(|t| !killed.contains(&guest.tasks[t]));
+                        let killed = guest
+                            .emu
+                            .pre_exec_memory(|mem| k.de_thread(tid, mem))
+                            .expect("the emulator keeps the old image at execve's stop");
+                        guest.forget_sleepers(&killed);
                     }
                     let mm = crate::guest::image_mm(&mut self.k, &mut guest.emu);
                     self.k.exec(tid, mm, regs.clone());
@@ -480,7 +480,7 @@ impl<'s> Run<'s> {
             for &t in &killed {
                 self.k.signal_wake_up(t, None, &mem);
             }
-            guest.sleeping.retain(|t| !killed.contains(&guest.tasks[t]));
+            guest.forget_sleepers(&killed);
         } else {
             self.k.exit(tid, status, &mem);
         }

@@ -220,6 +220,14 @@ impl<'a> Names<'a> {
         self.named(pc, |name, off| format!("{name}+{off:#x}"))
     }
 
+    /// The function containing `pc` (`libc.so.6!function` outside the
+    /// guest's program), if a symbol says there is one.
+    pub fn known_function(&self, pc: u64) -> Option<String> {
+        let o = self.object(pc)?;
+        let (name, _) = o.symbols.lookup(pc.wrapping_sub(o.bias))?;
+        Some(if o.program { name.to_string() } else { format!("{}!{name}", o.file) })
+    }
+
     /// The function alone (`libc.so.6!function` outside the guest's
     /// program), or the address.
     pub fn function(&self, pc: u64) -> String {

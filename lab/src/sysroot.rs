@@ -50,15 +50,6 @@ pub fn default_dirs(arch: Arch) -> [String; 4] {
     [format!("/lib/{t}"), format!("/usr/lib/{t}"), "/lib".into(), "/usr/lib".into()]
 }
 
-/// `$PLATFORM` as glibc's `ld.so` expands it for `arch`.
-fn platform(arch: Arch) -> &'static str {
-    match arch {
-        Arch::X86_64 => "x86_64",
-        Arch::Aarch64 => "aarch64",
-        Arch::S390x => "z900",
-    }
-}
-
 /// Why no lab root could be made.
 #[derive(Debug, thiserror::Error)]
 pub enum SysrootError {
@@ -222,7 +213,7 @@ fn expand(entry: &str, origin: &Path, arch: Arch) -> Option<PathBuf> {
     let origin = origin.to_str()?;
     let lib = format!("lib/{}", triplet(arch));
     let mut s = entry.to_string();
-    for (token, value) in [("ORIGIN", origin), ("LIB", lib.as_str()), ("PLATFORM", platform(arch))] {
+    for (token, value) in [("ORIGIN", origin), ("LIB", lib.as_str()), ("PLATFORM", emu::arch::info(arch).platform)] {
         s = s.replace(&format!("${{{token}}}"), value).replace(&format!("${token}"), value);
     }
     (s.starts_with('/') && !s.contains('$')).then(|| normalize(Path::new(&s)))
@@ -628,11 +619,7 @@ pub fn build(resolution: &Resolution, dir: &Path) -> Result<Sysroot, SysrootErro
 impl Sysroot {
     /// The command line that runs the program in this root under qemu-user.
     pub fn qemu_command(&self) -> String {
-        let qemu = match self.arch {
-            Arch::X86_64 => "qemu-x86_64",
-            Arch::Aarch64 => "qemu-aarch64",
-            Arch::S390x => "qemu-s390x",
-        };
+        let qemu = format!("qemu-{}", self.arch.name());
         let program = self.objects.first().map(|b| b.path.display().to_string()).unwrap_or_default();
         format!("{qemu} -L {} {program}", self.dir.display())
     }

@@ -27,10 +27,10 @@ pub struct UnwinderResult {
     pub lost: u64,
     /// Where it failed, most frequent first.
     pub failures: Vec<Failure>,
-    /// Whose `.sframe` sections were registered: the program's (and its
-    /// interpreter's) as exec registers them, or, for a dynamic program,
-    /// every loaded object's, as a loader registering them would.
-    pub sections: String,
+    /// How the `.sframe` sections were registered: at exec (the program's,
+    /// and its interpreter's), or, for a dynamic program, also by a
+    /// simulated loader for every object it maps.
+    pub registration: Registration,
 }
 
 /// A place where an unwinder went wrong or stopped early.
@@ -65,10 +65,7 @@ pub fn validate(
     let bytes = std::fs::read(elf).map_err(|e| RunError::guest(&name, format!("{name}: {e}")))?;
     let image = emu::elf::Image::parse(&name, &bytes).map_err(|e| RunError::guest(&name, e))?;
     let arch = image.arch;
-    let (registration, sections) = match image.interp {
-        Some(_) => (Registration::Loader, "every loaded object's (a simulated loader registers each as it is mapped)"),
-        None => (Registration::Exec, "the program's (registered at exec)"),
-    };
+    let registration = if image.interp.is_some() { Registration::Loader } else { Registration::Exec };
     let mut out = BTreeMap::new();
     for &unwinder in unwinders {
         let scenario = Scenario {
@@ -134,7 +131,7 @@ pub fn validate(
                 wrong: s.wrong,
                 lost: s.lost,
                 failures,
-                sections: sections.into(),
+                registration,
             },
         );
     }
@@ -157,8 +154,8 @@ pub fn text(results: &BTreeMap<String, UnwinderResult>) -> String {
             pct(r.truncated),
             pct(r.wrong)
         );
-        if r.sections.starts_with("every") {
-            out += &format!("    sections: {}\n", r.sections);
+        if r.registration == Registration::Loader {
+            out += "    sections: every loaded object's (a simulated loader registers each as it is mapped)\n";
         }
         for f in r.failures.iter().take(LISTED) {
             out += &format!("    {:6} × {:9} at {:#x} in {}: {}\n", f.count, f.kind, f.pc, f.place, f.reason);

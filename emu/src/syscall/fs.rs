@@ -260,7 +260,7 @@ fn fifo_stat(ino: u64) -> Stat {
 }
 
 /// The status of what descriptor `fd` is open on.
-fn fd_stat(emu: &Emulator, fd: u64) -> Result<Stat, SysError> {
+pub(super) fn fd_stat(emu: &Emulator, fd: u64) -> Result<Stat, SysError> {
     let file = super::io::file(emu, fd)?;
     let f = file.borrow();
     let synth = |s: Synth| s.stat(&emu.fs.exe);

@@ -7,7 +7,7 @@ use super::abi::{
 use super::errno::{EACCES, EEXIST, EFAULT, EINVAL, ENODEV, ENOMEM, EOVERFLOW};
 use super::outcome::{fail, ok, SysError, SysResult};
 use crate::emulator::Emulator;
-use crate::fs::{FileKind, Stat, Synth};
+use crate::fs::{FileKind, Synth};
 use crate::layout::{MMAP_FLOOR, MMAP_TOP, USER_TOP};
 use crate::memory::{page_up, Area, AreaKind, Perms, PAGE_SIZE};
 use crate::objects::{Backing, MappedFile};
@@ -54,18 +54,13 @@ fn file_to_map(emu: &mut Emulator, fd: u64, prot: u64, flags: u64) -> Result<Opt
     if acc == O_WRONLY || (shared && prot & PROT_WRITE != 0 && acc != O_RDWR) {
         return Err(SysError::Errno(EACCES));
     }
-    let (bytes, stat): (Rc<[u8]>, Stat) = match &f.kind {
-        FileKind::Host(data, stat) => (data.clone(), *stat),
-        FileKind::Overlay(node) => {
-            let node = node.borrow();
-            (
-                Rc::from(node.data.as_slice()),
-                crate::fs::overlay_stat(node.meta, crate::fs::S_IFREG, node.data.len() as u64, 1),
-            )
-        }
+    // Only these can be mapped; their contents are taken below, once the
+    // cache has been asked (an overlay file is copied only on a miss).
+    match &f.kind {
+        FileKind::Host(..) | FileKind::Overlay(_) => {}
         FileKind::Device(Synth::Zero) => return Ok(None),
         _ => return Err(SysError::Errno(ENODEV)),
-    };
+    }
     if shared && prot & PROT_WRITE != 0 {
         // Stores would have to reach the file and every other mapping of it.
         emu.warn(format!(
@@ -74,12 +69,21 @@ fn file_to_map(emu: &mut Emulator, fd: u64, prot: u64, flags: u64) -> Result<Opt
         ));
         return Err(SysError::Errno(ENODEV));
     }
+    let stat = super::fs::fd_stat(emu, fd)?;
     let key = (f.path.clone(), stat.dev, stat.ino, stat.size, stat.mtime_ns);
-    if let Some(known) =
-        emu.mapped_files.get(&key).filter(|known| Rc::ptr_eq(&known.bytes, &bytes) || known.bytes[..] == bytes[..])
-    {
+    let same = |known: &MappedFile| match &f.kind {
+        FileKind::Host(data, _) => Rc::ptr_eq(&known.bytes, data) || known.bytes[..] == data[..],
+        FileKind::Overlay(node) => known.bytes[..] == node.borrow().data[..],
+        _ => false,
+    };
+    if let Some(known) = emu.mapped_files.get(&key).filter(|known| same(known)) {
         return Ok(Some(known.clone()));
     }
+    let bytes: Rc<[u8]> = match &f.kind {
+        FileKind::Host(data, _) => data.clone(),
+        FileKind::Overlay(node) => Rc::from(node.borrow().data.as_slice()),
+        _ => return Err(SysError::Errno(ENODEV)),
+    };
     let mapped = Rc::new(MappedFile::new(f.path.clone(), stat.dev, stat.ino, bytes));
     emu.mapped_files.insert(key, mapped.clone());
     Ok(Some(mapped))
@@ -116,25 +120,46 @@ pub(super) fn mmap(emu: &mut Emulator, [addr, len, prot, flags, fd, offset]: [u6
         return fail(ENOMEM);
     }
     let perms = Perms::from_prot(prot);
-    let before = emu.objects();
-    match file {
-        Some(file) => {
-            let bytes = file.bytes.clone();
-            emu.map(Area { start, end: start + len, perms, kind: AreaKind::File(Backing { file, offset }) })?;
-            // The file's pages, not yet touched (pages past its end read as
-            // zeros here; Linux would raise SIGBUS).
-            let from = (offset as usize).min(bytes.len());
-            let to = (offset.saturating_add(len) as usize).min(bytes.len());
-            emu.uc.mem_write(start, &bytes[from..to]).map_err(emu.engine_error("map a file"))?;
-        }
-        None => emu.map(Area { start, end: start + len, perms, kind: AreaKind::Anonymous })?,
+    let kind = file.map_or(AreaKind::Anonymous, |file| AreaKind::File(Backing { file, offset }));
+    // Objects come and go only with file mappings (a new one, or one a
+    // MAP_FIXED replaces); malloc's anonymous mmaps skip the comparison.
+    let watch = matches!(kind, AreaKind::File(_)) || maps_file(emu, start, start + len);
+    let before = if watch { emu.objects() } else { Vec::new() };
+    map_with_contents(emu, Area { start, end: start + len, perms, kind })?;
+    if watch {
+        emu.report_objects(before);
     }
-    emu.report_objects(before);
     ok(start)
+}
+
+/// Whether any file is mapped in `start..end`.
+fn maps_file(emu: &Emulator, start: u64, end: u64) -> bool {
+    emu.pages().areas().any(|a| a.start < end && start < a.end && matches!(a.kind, AreaKind::File(_)))
+}
+
+/// Maps `area`; a file's part gets the file's bytes, not yet touched (pages
+/// past its end read as zeros here; Linux would raise SIGBUS).
+fn map_with_contents(emu: &mut Emulator, area: Area) -> Result<(), SysError> {
+    let file = match &area.kind {
+        AreaKind::File(backing) => Some((backing.file.bytes.clone(), backing.offset)),
+        _ => None,
+    };
+    let (start, len) = (area.start, area.end - area.start);
+    emu.map(area)?;
+    if let Some((bytes, offset)) = file {
+        let from = (offset as usize).min(bytes.len());
+        let to = (offset.saturating_add(len) as usize).min(bytes.len());
+        emu.uc.mem_write(start, &bytes[from..to]).map_err(emu.engine_error("map a file"))?;
+    }
+    Ok(())
 }
 
 pub(super) fn munmap(emu: &mut Emulator, [addr, len, ..]: [u64; 6]) -> SysResult {
     let Some((start, end)) = user_range(addr, len) else { return fail(EINVAL) };
+    if !maps_file(emu, start, end) {
+        emu.unmap(start, end)?;
+        return ok(0);
+    }
     let before = emu.objects();
     emu.unmap(start, end)?;
     emu.report_objects(before);
@@ -174,22 +199,25 @@ pub(super) fn mremap(emu: &mut Emulator, [old, old_len, new_len, flags, ..]: [u6
     }
     let grown_end = old.checked_add(new_len).filter(|&end| end <= MMAP_TOP);
     if let Some(end) = grown_end.filter(|&end| emu.pages().is_free(old_end, end)) {
-        let kind = grown_kind(&area, old_end);
-        emu.map(Area { start: old_end, end, perms: area.perms, kind })?;
+        let kind = area.kind_at(old_end);
+        map_with_contents(emu, Area { start: old_end, end, perms: area.perms, kind })?;
         return ok(old);
     }
     if flags & MREMAP_MAYMOVE == 0 {
         return fail(ENOMEM);
     }
     let Some(new) = emu.pages().find_free(new_len, MMAP_FLOOR, MMAP_TOP) else { return fail(ENOMEM) };
-    let kind = grown_kind(&area, old);
+    let kind = area.kind_at(old);
+    let file_backed = matches!(kind, AreaKind::File(_));
     let before = emu.objects();
-    emu.map(Area { start: new, end: new + new_len, perms: area.perms, kind })?;
-    // Move the contents page by page; a page keeps its residency.
+    // A file's bytes first (the grown tail keeps them), then the old
+    // contents page by page; a page keeps its residency.
+    map_with_contents(emu, Area { start: new, end: new + new_len, perms: area.perms, kind })?;
     for offset in (0..old_len).step_by(PAGE_SIZE as usize) {
         let mut page = vec![0u8; PAGE_SIZE as usize];
         let resident = emu.pages().is_resident(old + offset);
-        if emu.uc.mem_read(old + offset, &mut page).is_ok() && page.iter().any(|&b| b != 0) {
+        // (A file page zeroed by the guest must stay zero, not revert to the file.)
+        if emu.uc.mem_read(old + offset, &mut page).is_ok() && (file_backed || page.iter().any(|&b| b != 0)) {
             let _ = emu.uc.mem_write(new + offset, &page);
         }
         if resident {
@@ -199,15 +227,6 @@ pub(super) fn mremap(emu: &mut Emulator, [old, old_len, new_len, flags, ..]: [u6
     emu.unmap(old, old_end)?;
     emu.report_objects(before);
     ok(new)
-}
-
-/// What the pages mapped from `at` on hold when `area` is grown or moved
-/// by `mremap`: the file part further on, or the same kind of memory.
-fn grown_kind(area: &Area, at: u64) -> AreaKind {
-    match &area.kind {
-        AreaKind::File(backing) => AreaKind::File(backing.advanced(at - area.start)),
-        other => other.clone(),
-    }
 }
 
 pub(super) fn madvise(emu: &mut Emulator, [addr, len, advice, ..]: [u64; 6]) -> SysResult {

@@ -131,7 +131,7 @@ impl Kernel {
             EventKind::Unwind {
                 nr: trace.entries.len(),
                 methods: trace.methods.clone(),
-                stop: trace.stop.to_string(),
+                stop: trace.stop.clone(),
                 faultable: false,
                 faults: 0,
             },

@@ -58,5 +58,5 @@ mod types;
 mod user;
 
 pub use self::sframe::{RegError, SframeEntry, SframeRegistry};
-pub use self::types::{Method, SframeMode, Stop, Trace, UnwindConfig, UNWIND_MAX_ENTRIES};
+pub use self::types::{Method, Miss, SframeMode, Stop, Trace, UnwindConfig, UNWIND_MAX_ENTRIES};
 pub use self::user::{unwind_user, unwind_user_dry_run};

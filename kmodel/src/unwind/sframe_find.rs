@@ -100,7 +100,9 @@ impl Miss {
     /// How the walk reports this miss if no later method steps.
     pub(super) fn stop(&self) -> Stop {
         match self {
-            Miss::NoData(why) => Stop::NoMethod { reason: format!("sframe: {why}") },
+            Miss::NoData(why) => {
+                Stop::NoMethod { misses: vec![super::types::Miss { method: Method::Sframe, why: why.to_string() }] }
+            }
             Miss::Corrupt { sframe_start, reason } => {
                 Stop::Corrupt { sframe_start: *sframe_start, reason: reason.clone() }
             }

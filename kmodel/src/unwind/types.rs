@@ -78,6 +78,16 @@ impl Default for UnwindConfig {
     }
 }
 
+/// Why one method could not find the caller's frame, for ordinary reasons
+/// (no data for the IP, the FP chain ended).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Miss {
+    /// The method.
+    pub method: Method,
+    /// Why, in words (`no .sframe section covers the IP`, `FP is below SP`).
+    pub why: String,
+}
+
 /// Why a walk ended.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
@@ -92,8 +102,9 @@ pub enum Stop {
     /// is below SP), no SFrame data covers the IP and FP failed a check, or
     /// no method is configured. The usual end of an FP walk.
     NoMethod {
-        /// Each method's reason, in the order tried.
-        reason: String,
+        /// Each method's reason, in the order tried (empty: no method is
+        /// configured).
+        misses: Vec<Miss>,
     },
     /// A read of user memory failed: the stack (while applying a frame) or
     /// the `.sframe` section.
@@ -127,7 +138,16 @@ impl std::fmt::Display for Stop {
         match self {
             Stop::Outermost => f.write_str("outermost frame"),
             Stop::MaxEntries => f.write_str("max entries"),
-            Stop::NoMethod { reason } => write!(f, "no method could step: {reason}"),
+            Stop::NoMethod { misses } if misses.is_empty() => {
+                f.write_str("no method could step: no unwind method available")
+            }
+            Stop::NoMethod { misses } => {
+                f.write_str("no method could step: ")?;
+                for (i, miss) in misses.iter().enumerate() {
+                    write!(f, "{}{}: {}", if i == 0 { "" } else { "; " }, miss.method, miss.why)?;
+                }
+                Ok(())
+            }
             Stop::Fault { addr, method } => write!(f, "fault at {addr:#x} ({method})"),
             Stop::Corrupt { sframe_start, reason } => write!(f, "corrupt .sframe at {sframe_start:#x}: {reason}"),
             Stop::BadRule { reason } => write!(f, "bad rule: {reason}"),
@@ -218,7 +238,9 @@ impl StepError {
         match (self, method) {
             (StepError::Fault(e), _) => Stop::Fault { addr: e.addr(), method },
             (StepError::Check(why), Method::Sframe) => Stop::BadRule { reason: (*why).into() },
-            (StepError::Check(why), Method::Fp) => Stop::NoMethod { reason: format!("fp: {why}") },
+            (StepError::Check(why), Method::Fp) => {
+                Stop::NoMethod { misses: vec![Miss { method: Method::Fp, why: (*why).into() }] }
+            }
         }
     }
 }

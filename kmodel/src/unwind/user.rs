@@ -177,15 +177,14 @@ impl Walk<'_> {
         if let Some(stop) = misses.iter().find(|s| !matches!(s, Stop::NoMethod { .. })) {
             return Err(stop.clone());
         }
-        let reasons: Vec<String> = misses
+        let misses = misses
             .into_iter()
-            .filter_map(|s| match s {
-                Stop::NoMethod { reason } => Some(reason),
-                _ => None,
+            .flat_map(|s| match s {
+                Stop::NoMethod { misses } => misses,
+                _ => Vec::new(),
             })
             .collect();
-        let reason = if reasons.is_empty() { "no unwind method available".to_string() } else { reasons.join("; ") };
-        Err(Stop::NoMethod { reason })
+        Err(Stop::NoMethod { misses })
     }
 
     /// `unwind_user_next_common()`: applies `frame` to the state, with the
