@@ -18,12 +18,6 @@ use crate::kernel::{Kernel, StackCopy, TaskState};
 use crate::memory::{copy_user, Access, UserMemory};
 use crate::types::{ExitPath, Tid, UNWIND_PENDING};
 
-/// The exit status `do_group_exit()` hands every thread of an
-/// `exit_group(code)`: `(code & 0xff) << 8`, as `sys_exit_group()` passes it.
-fn group_exit_status(code: i32) -> i32 {
-    (code & 0xff) << 8
-}
-
 impl Kernel {
     /// `do_exit()` for a task in the kernel (an exit system call), with the
     /// configured exit-path variant.
@@ -72,7 +66,9 @@ impl Kernel {
     /// `exit_mm()` dropped only its own reference) — then `do_exit()`.
     /// Whichever thread is last frees the mm. Returns the killed threads.
     pub fn exit_group(&mut self, tid: Tid, code: i32, mem: &dyn UserMemory) -> Vec<Tid> {
-        let killed = self.zap_other_threads(tid, group_exit_status(code), "exit_group");
+        // `do_group_exit()` hands one `group_exit_code` to every thread: the
+        // siblings die with the caller's status, in the host's convention.
+        let killed = self.zap_other_threads(tid, code, "exit_group");
         self.exit(tid, code, mem);
         killed
     }

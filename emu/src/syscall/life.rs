@@ -4,7 +4,7 @@
 //! is `fork.rs`.
 
 use super::abi::{
-    __WALL, __WCLONE, __WNOTHREAD, CLONE_CHILD_CLEARTID, CLONE_CHILD_SETTID, CLONE_FILES, CLONE_FS,
+    __WALL, __WCLONE, __WNOTHREAD, CLONE_CHILD_CLEARTID, CLONE_CHILD_SETTID, CLONE_FILES, CLONE_FS, CLONE_PARENT,
     CLONE_PARENT_SETTID, CLONE_SETTLS, CLONE_SIGHAND, CLONE_SYSVSEM, CLONE_THREAD, CLONE_VFORK, CLONE_VM, CSIGNAL,
     P_ALL, P_PGID, P_PID, WCONTINUED, WEXITED, WNOHANG, WNOWAIT, WUNTRACED,
 };
@@ -59,12 +59,25 @@ const CLONE_ARGS_SIZE_VER0: u64 = 64;
 /// parent_tid, exit_signal, stack, stack_size, tls; then set_tid,
 /// set_tid_size, cgroup, which must be unused here).
 pub(super) fn clone3(emu: &mut Emulator, [args, size, ..]: [u64; 6]) -> SysResult {
-    if !(CLONE_ARGS_SIZE_VER0..=4096).contains(&size) {
+    // `copy_struct_from_user()`'s rules: too small is EINVAL, over a page
+    // E2BIG, and bytes past the structure this kernel knows must be zero.
+    if size < CLONE_ARGS_SIZE_VER0 {
         return fail(EINVAL);
+    }
+    if size > 4096 {
+        return fail(E2BIG);
     }
     let mut words = [0u64; 11];
     for (i, word) in words.iter_mut().enumerate().take((size / 8) as usize) {
         *word = emu.read_uint(args + 8 * i as u64, 8)?;
+    }
+    let known = 8 * words.len() as u64;
+    if size > known {
+        let mut rest = vec![0u8; (size - known) as usize];
+        emu.read(args + known, &mut rest, kmodel::memory::Access::Faultable)?;
+        if rest.iter().any(|&b| b != 0) {
+            return fail(E2BIG);
+        }
     }
     let [flags, _pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid, set_tid_size, cgroup] =
         words;
@@ -72,8 +85,12 @@ pub(super) fn clone3(emu: &mut Emulator, [args, size, ..]: [u64; 6]) -> SysResul
         emu.warn("clone3: set_tid and cgroup not supported".into());
         return fail(EINVAL);
     }
-    // The exit signal has its own field; the flags' low byte must be clear.
-    if flags & CSIGNAL != 0 || exit_signal > u64::from(crate::signal::NSIG) {
+    // The exit signal has its own field; the flags' low byte must be clear,
+    // and a thread or a CLONE_PARENT child has no exit signal of its own.
+    if flags & CSIGNAL != 0
+        || exit_signal > u64::from(crate::signal::NSIG)
+        || (flags & (CLONE_THREAD | CLONE_PARENT) != 0 && exit_signal != 0)
+    {
         return fail(EINVAL);
     }
     if (stack == 0) != (stack_size == 0) {
@@ -108,8 +125,10 @@ fn create_thread(emu: &mut Emulator, flags: u64, newsp: u64, ptid: u64, ctid: u6
     if flags & CLONE_SIGHAND == 0 || flags & CLONE_VM == 0 {
         return fail(EINVAL);
     }
-    if flags & !THREAD_SUPPORTED != 0 {
-        let unsupported = super::args::spell(super::args::CLONE_FLAGS, flags & !THREAD_SUPPORTED, emu.arch());
+    // Legacy clone's exit-signal byte is ignored for a thread, as Linux does.
+    if flags & !CSIGNAL & !THREAD_SUPPORTED != 0 {
+        let unsupported =
+            super::args::spell(super::args::CLONE_FLAGS, flags & !CSIGNAL & !THREAD_SUPPORTED, emu.arch());
         emu.warn(format!("clone: flags {unsupported} not supported for a thread"));
         return fail(EINVAL);
     }

@@ -1,8 +1,9 @@
 //! Process identity, limits, thread set-up and exit.
 
 use super::abi::{
-    ARCH_GET_FS, ARCH_SET_FS, FUTEX_CLOCK_REALTIME, FUTEX_CMD_MASK, FUTEX_CMP_REQUEUE, FUTEX_REQUEUE, FUTEX_WAIT,
-    FUTEX_WAIT_BITSET, FUTEX_WAKE, FUTEX_WAKE_BITSET, RLIMIT_CORE, RLIMIT_NOFILE, RLIMIT_STACK,
+    ARCH_GET_FS, ARCH_SET_FS, CLOCK_MONOTONIC, CLOCK_REALTIME, FUTEX_CLOCK_REALTIME, FUTEX_CMD_MASK, FUTEX_CMP_REQUEUE,
+    FUTEX_REQUEUE, FUTEX_WAIT, FUTEX_WAIT_BITSET, FUTEX_WAKE, FUTEX_WAKE_BITSET, RLIMIT_CORE, RLIMIT_NOFILE,
+    RLIMIT_STACK,
 };
 use super::errno::{EAGAIN, EFAULT, EINVAL, ENOSYS, ESRCH, ETIMEDOUT};
 use super::outcome::{block, fail, ok, Outcome, SysError, SysResult};
@@ -183,18 +184,15 @@ pub(super) fn futex(emu: &mut Emulator, [uaddr, op, val, timeout, uaddr2, val3]:
                 0 => None,
                 t => {
                     let Some(ns) = super::time::read_duration(emu, t, 1)? else { return fail(EINVAL) };
-                    Some(if cmd == FUTEX_WAIT {
-                        emu.now_ns().saturating_add(ns)
+                    // FUTEX_WAIT_BITSET's timeout is absolute, on CLOCK_MONOTONIC
+                    // unless FUTEX_CLOCK_REALTIME; FUTEX_WAIT's is relative.
+                    let relative = if cmd == FUTEX_WAIT {
+                        ns
                     } else {
-                        // FUTEX_WAIT_BITSET's timeout is absolute, on CLOCK_MONOTONIC
-                        // unless FUTEX_CLOCK_REALTIME.
-                        let epoch = if op & FUTEX_CLOCK_REALTIME != 0 {
-                            crate::process::REALTIME_EPOCH_NS
-                        } else {
-                            crate::process::MONOTONIC_EPOCH_NS
-                        };
-                        ns.saturating_sub(epoch)
-                    })
+                        let clock = if op & FUTEX_CLOCK_REALTIME != 0 { CLOCK_REALTIME } else { CLOCK_MONOTONIC };
+                        ns.saturating_sub(super::time::now_ns(emu, clock).unwrap_or(0))
+                    };
+                    Some(emu.now_ns().saturating_add(relative))
                 }
             };
             if deadline.is_some_and(|d| d <= emu.now_ns()) {

@@ -12,7 +12,7 @@ use crate::emulator::Emulator;
 use crate::process::{MONOTONIC_EPOCH_NS, NS_PER_SEC, REALTIME_EPOCH_NS};
 
 /// The value of clock `clock` in nanoseconds, or `None` for an unknown clock.
-fn now_ns(emu: &Emulator, clock: u64) -> Option<u64> {
+pub(super) fn now_ns(emu: &Emulator, clock: u64) -> Option<u64> {
     let icount = emu.icount();
     match clock {
         CLOCK_REALTIME | CLOCK_REALTIME_COARSE | CLOCK_REALTIME_ALARM | CLOCK_TAI => Some(wall_now_ns(emu)),
