@@ -307,7 +307,14 @@ impl<'s> Run<'s> {
             // A sibling killed by exit_group(), a fatal signal or an exec
             // (reported before the process's Exit or Exec): the model takes
             // it through its exit when it handles that (`exit`, `syscall`),
-            // as `zap_other_threads()` kills only after the caller's call.
+            // as `zap_other_threads()` kills only after the caller's call,
+            // with the registers it was switched out with.
+            ProcessEvent::ThreadExit { tid, regs: Some(regs), .. } => {
+                let guest = &mut self.guests[g];
+                if let Some(&task) = guest.tasks.get(&tid) {
+                    guest.killed_regs.insert(task, UserRegs::from(&*regs));
+                }
+            }
             ProcessEvent::ThreadExit { .. } => {}
             // Handled at the system call's stop (`syscall`), where the model's task is in the kernel.
             ProcessEvent::Fork { .. } | ProcessEvent::Exec { .. } | ProcessEvent::Thread { .. } => {}
@@ -401,12 +408,12 @@ impl<'s> Run<'s> {
                         // The siblings' exits (and any pending unwind of
                         // theirs) read the old image, as the kernel's still
                         // has the old mm in de_thread().
-                        let k = &mut self.k;
+                        let (k, user_regs) = (&mut self.k, &guest.killed_regs);
                         let killed = guest
                             .emu
-                            .pre_exec_memory(|mem| k.de_thread(tid, mem))
+                            .pre_exec_memory(|mem| k.de_thread(tid, user_regs, mem))
                             .expect("the emulator keeps the old image at execve's stop");
-                        guest.forget_sleepers(&killed);
+                        guest.forget_killed(&killed);
                     }
                     let mm = crate::guest::image_mm(&mut self.k, &mut guest.emu);
                     self.k.exec(tid, mm, regs.clone());
@@ -478,9 +485,9 @@ impl<'s> Run<'s> {
             // their ends in.
             let killed = self.k.exit_group(tid, status, &mem);
             for &t in &killed {
-                self.k.signal_wake_up(t, None, &mem);
+                self.k.signal_wake_up(t, guest.killed_regs.get(&t).cloned(), &mem);
             }
-            guest.forget_sleepers(&killed);
+            guest.forget_killed(&killed);
         } else {
             self.k.exit(tid, status, &mem);
         }
