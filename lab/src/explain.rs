@@ -181,7 +181,7 @@ pub fn explain(report: &Report, s: &SampleResult) -> Option<Explanation> {
         Verdict::Wrong { expected, got, .. } => (expected, Some(got)),
         _ => (None, None),
     };
-    let mut cfi_row = None;
+    let (mut cfi_row, mut sframe_row, mut frame_at) = (None, sframe_row, frame);
     let (cause, reason) = match (&s.verdict, past_call, trampoline) {
         (_, Some(past), _) => (Cause::PastNoreturn, past),
         (_, None, Some(trampoline)) => (Cause::SignalFrame, trampoline),
@@ -220,17 +220,41 @@ pub fn explain(report: &Report, s: &SampleResult) -> Option<Explanation> {
                     ),
                 ),
                 _ => {
-                    cfi_row = code.and_then(|(l, c)| c.cfi_row(l.link));
-                    let row = sframe_row.as_deref().unwrap_or("a row of a section not in the file");
-                    let cfi = cfi_row.as_deref().map_or(String::new(), |r| format!("; the CFI says {r}"));
-                    (Cause::WrongRow, format!("the SFrame row here gives a wrong caller: {row}{cfi}; {callers}"))
+                    // The first frame up to here whose row contradicts its
+                    // CFI is the culprit: a wrong CFA below passes a wrong
+                    // SP up, and a right row above then reads wrong slots.
+                    let culprit = (0..=frame).find_map(|at| {
+                        let l = names.locate(s.truth[at])?;
+                        Some((at, l, l.code?.row_disagreement(l.link)?))
+                    });
+                    match culprit {
+                        Some((at, l, (row, cfi))) if at < frame => {
+                            (place, function) = place_of(&names, Some(&l), s.truth[at]);
+                            (frame_at, sframe_row, cfi_row) = (at, Some(row.clone()), Some(cfi.clone()));
+                            let reason = format!(
+                                "the SFrame row of frame {at} disagrees with its CFI: {row}; the CFI says {cfi}; \
+                                 the walk went on from a wrong CFA and, at frame {frame}, {callers}"
+                            );
+                            (Cause::WrongRow, reason)
+                        }
+                        _ => {
+                            cfi_row = code.and_then(|(l, c)| c.cfi_row(l.link));
+                            let row = sframe_row.as_deref().unwrap_or("a row of a section not in the file");
+                            let cfi = cfi_row.as_deref().map_or(String::new(), |r| format!("; the CFI says {r}"));
+                            (
+                                Cause::WrongRow,
+                                format!("the SFrame row here gives a wrong caller: {row}{cfi}; {callers}"),
+                            )
+                        }
+                    }
                 }
             }
         }
         _ => unreachable!("exact and lost stacks returned above"),
     };
+    let (pc, at) = (s.truth[frame_at], names.locate(s.truth[frame_at]));
     Some(Explanation {
-        frame,
+        frame: frame_at,
         pc,
         object: at.map_or("?".into(), |l| l.file.to_string()),
         place,

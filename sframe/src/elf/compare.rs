@@ -166,6 +166,19 @@ impl ObjectCode {
         Some(found.describe(section.header().abi))
     }
 
+    /// The file's own `.sframe` row at `pc` and the CFI's, in words, if
+    /// both apply and they unwind differently (the static check of
+    /// [`compare_file`] at one PC).
+    pub fn row_disagreement(&self, pc: u64) -> Option<(String, String)> {
+        let (bytes, address) = self.sframe.as_ref()?;
+        let own = Section::parse(bytes.as_slice(), *address).ok()?;
+        let ours = own.lookup(pc).ok()??;
+        self.cfi_row(pc)?;
+        let translated = self.translated.get()?.as_ref()?;
+        let theirs = translated.table.section.lookup(pc).ok()??;
+        (!same_rule(&ours, &theirs, self.abi)).then(|| (ours.describe(self.abi), rule_words(&theirs, self.abi)))
+    }
+
     /// The CFI's row at `pc` as an SFrame rule, in words (`CFA = rsp+16;
     /// RA = [CFA-8]; FP = unchanged`), or why it has none.
     pub fn cfi_row(&self, pc: u64) -> Option<String> {
