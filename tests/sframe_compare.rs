@@ -72,7 +72,8 @@ fn shard_reports_merge_into_the_report_of_one_run() {
     assert!(bad["error"].as_str().is_some_and(|e| !e.is_empty()), "{bad}");
     let mut shards = Vec::new();
     for k in 0..3 {
-        let (_, json, err) = unwindlab(&["sframe", "compare", "--json", "--shard", &format!("{k}/3"), &guests(), &dir_arg]);
+        let (_, json, err) =
+            unwindlab(&["sframe", "compare", "--json", "--shard", &format!("{k}/3"), &guests(), &dir_arg]);
         let shard: serde_json::Value = serde_json::from_str(&json).unwrap_or_else(|e| panic!("shard {k}: {e}: {err}"));
         assert!(shard["files"].as_array().unwrap().len() < files.len(), "shard {k} is a part");
         let path = dir.join(format!("shard-{k}.json"));

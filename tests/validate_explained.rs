@@ -62,6 +62,13 @@ fn every_failure_of_debian_static_shells_is_explained_and_named() {
                         assert!(f.place.starts_with(&f.function), "{what} {unwinder}: {f:?}");
                     }
                 }
+                // The HTML page: self-contained, a row per function and cause.
+                let html = lab::validate::html(program, &results);
+                assert!(!html.contains("<script") && !html.contains("src=\"http"), "{what}: self-contained");
+                for f in &sframe.failures {
+                    let row = format!("<td><code>{}</code></td><td>{}</td>", f.function, f.cause);
+                    assert!(html.contains(&row), "{what}: no row {row}");
+                }
                 // With generated SFrame most stacks are exact and none wrong;
                 // what stops is code without CFI, named by where it starts.
                 if source == SframeSource::Generated {
@@ -71,5 +78,23 @@ fn every_failure_of_debian_static_shells_is_explained_and_named() {
                 eprintln!("{what}:\n{}", lab::validate::text(&results));
             }
         }
+    }
+}
+
+/// A walk cut at the emulator's sigreturn trampoline (AArch64 and s390x
+/// glibc return from handlers through the vDSO) is named `[vdso]` with the
+/// signal-trampoline cause, not a bare address.
+#[test]
+fn signal_trampolines_are_named() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("guests/bin");
+    for arch in ["aarch64", "s390x"] {
+        let elf = root.join(arch).join("lab-v3");
+        let results =
+            validate_sframe(&elf, None, &["sigexit".into()], 97, &[Method::Sframe], SframeSource::Own, &mut |_| {})
+                .unwrap();
+        let r = &results["sframe"];
+        let vdso = r.failures.iter().find(|f| f.function == "[vdso]").unwrap_or_else(|| panic!("{arch}: {r:?}"));
+        assert_eq!(vdso.cause, lab::explain::Cause::SignalFrame, "{arch}: {vdso:?}");
+        assert!(vdso.place.starts_with("[vdso]+0x") && vdso.frame > 0, "{arch}: {vdso:?}");
     }
 }

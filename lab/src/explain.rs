@@ -116,6 +116,9 @@ const TRAMPOLINES: [&str; 5] =
 /// one, else, in code no FDE covers, `OBJECT!nofde@START` after the start
 /// of that stretch of code (stripped programs have no other name for it).
 fn place_of(names: &Names<'_>, at: Option<&Located<'_>>, pc: u64) -> (String, String) {
+    if let Some(off) = names.trampoline_offset(pc) {
+        return (format!("[vdso]+{off:#x}"), "[vdso]".into());
+    }
     if names.known_function(pc).is_none() {
         if let Some(gap) = at.and_then(|l| Some((l, l.code?.gap_at(l.link)?))) {
             let (l, gap) = gap;
@@ -171,10 +174,17 @@ pub fn explain(report: &Report, s: &SampleResult) -> Option<Explanation> {
              never returns); the kernel looks callers up at the return address, not at the call"
         )
     });
-    let trampoline = names
-        .known_function(pc)
-        .filter(|f| TRAMPOLINES.contains(&f.rsplit('!').next().unwrap_or(f)))
-        .map(|f| format!("{f} is a signal trampoline: its caller is the interrupted code, saved in the signal frame"));
+    let trampoline = match names.known_function(pc) {
+        Some(f) if TRAMPOLINES.contains(&f.rsplit('!').next().unwrap_or(&f)) => Some(format!(
+            "{f} is a signal trampoline: its caller is the interrupted code, saved in the signal frame, and a \
+             signal frame's rule is register-based, which the kernel applies only to the topmost frame"
+        )),
+        _ => names.trampoline_offset(pc).map(|_| {
+            "this is the kernel's sigreturn trampoline in the [vdso], which no .sframe covers: its caller is the \
+             interrupted code, saved in the signal frame"
+                .to_string()
+        }),
+    };
     let methods = s.walk.as_ref().map(|w| w.methods.as_slice()).unwrap_or_default();
     let fallback = methods.iter().take(frame).position(|&m| m == Method::Fp);
     let (expected, got) = match s.verdict {

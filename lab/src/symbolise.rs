@@ -113,6 +113,8 @@ pub struct GuestSymbols {
     processes: BTreeMap<Pid, Vec<Span>>,
     /// Per sample number, where it was taken.
     samples: BTreeMap<u64, Moment>,
+    /// The page of the emulator's sigreturn trampolines (its vDSO), if known.
+    trampoline: Option<u64>,
 }
 
 impl GuestSymbols {
@@ -186,6 +188,12 @@ impl GuestSymbols {
         spans.extend(mapped.into_iter().map(|(object, from)| Span { object, from, to }));
     }
 
+    /// The same, knowing the page of the sigreturn trampolines is at `at`.
+    pub(crate) fn with_trampoline(mut self, at: u64) -> GuestSymbols {
+        self.trampoline = Some(at);
+        self
+    }
+
     /// Every object file mapped during the run, once per file name, by
     /// name: (name, whether it is the guest's program, its code facts).
     pub fn files(&self) -> Vec<(&str, bool, Option<&ObjectCode>)> {
@@ -250,6 +258,13 @@ impl<'a> Names<'a> {
             Some((name, off)) => format!("{}!{}", o.file, function(name, off)),
             None => format!("{}+{link:#x}", o.file),
         }
+    }
+
+    /// `pc`'s offset in the page of the sigreturn trampolines (the
+    /// emulator's vDSO), if it is there.
+    pub fn trampoline_offset(&self, pc: u64) -> Option<u64> {
+        let page = self.symbols?.trampoline?;
+        pc.checked_sub(page).filter(|&off| off < 0x1000)
     }
 
     /// Where `pc` is: its object's file name, the link-time address and
