@@ -640,3 +640,25 @@ fn is_elf(path: &Path) -> bool {
 pub fn shard<T>(files: Vec<T>, k: usize, n: usize) -> Vec<T> {
     files.into_iter().enumerate().filter(|(i, _)| n != 0 && i % n == k).map(|(_, f)| f).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_are_disjoint_and_cover_everything() {
+        let files: Vec<u32> = (0..10).collect();
+        let mut all: Vec<u32> = (0..3).flat_map(|k| shard(files.clone(), k, 3)).collect();
+        assert_eq!(shard(files.clone(), 1, 3), [1, 4, 7]);
+        all.sort_unstable();
+        assert_eq!(all, files);
+    }
+
+    #[test]
+    fn bad_input_is_a_report_not_a_panic() {
+        let report = compare_bytes("junk", b"\x7fELF not really");
+        assert!(report.error.as_deref().is_some_and(|e| e.contains("not a valid ELF")), "{report:?}");
+        let merged = Report::merge(vec![Report::new(vec![report.clone()]), Report::new(vec![report])]);
+        assert!(merged.unwrap_err().contains("junk is in more than one report"));
+    }
+}
