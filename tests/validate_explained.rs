@@ -6,6 +6,8 @@
 //! or `nofde@0x…` for code no FDE covers) — never a bare address; and the
 //! report says which SFrame was judged.
 
+mod common;
+
 use std::path::PathBuf;
 
 use kmodel::unwind::Method;
@@ -96,5 +98,40 @@ fn signal_trampolines_are_named() {
         let vdso = r.failures.iter().find(|f| f.function == "[vdso]").unwrap_or_else(|| panic!("{arch}: {r:?}"));
         assert_eq!(vdso.cause, lab::explain::Cause::SignalFrame, "{arch}: {vdso:?}");
         assert!(vdso.place.starts_with("[vdso]+0x") && vdso.frame > 0, "{arch}: {vdso:?}");
+    }
+}
+
+/// `validate --html` writes one self-contained page that headless Chromium
+/// renders with its per-function table (Chromium is installed by `make`;
+/// without it the browser part is skipped, except under CI).
+#[test]
+fn validate_html_renders_in_headless_chromium() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("validate-html");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let page = dir.join("validate.html");
+    let elf = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("guests/bin/aarch64/lab-v3");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_unwindlab"))
+        .args(["validate", "--every", "97", "--unwinder", "sframe", "--html"])
+        .arg(&page)
+        .arg(&elf)
+        .arg("sigexit")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(!html.contains("<script") && !html.contains("<link"), "self-contained");
+    if !common::tools_or_skip(&["chromium"]) {
+        return;
+    }
+    let dom = std::process::Command::new("chromium")
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"])
+        .arg(format!("--user-data-dir={}", dir.join("profile").display()))
+        .args(["--dump-dom", &format!("file://{}", page.display())])
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    for needle in ["unwindlab validate", "SFrame judged", "[vdso]", "signal trampoline", "past a noreturn call"] {
+        assert!(dom.contains(needle), "rendered page lacks {needle:?}");
     }
 }
