@@ -360,6 +360,12 @@ impl Emulator {
 
     // ---- registers and state -------------------------------------------------
 
+    /// Address of the page holding the sigreturn trampolines (the kernel's
+    /// vDSO has them): a return address there is a signal frame's.
+    pub fn trampoline(&self) -> u64 {
+        self.trampoline
+    }
+
     /// The architecture.
     pub fn arch(&self) -> Arch {
         self.machine.info().arch

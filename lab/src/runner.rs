@@ -84,7 +84,8 @@ fn symbols(run: &Run<'_>) -> BTreeMap<String, GuestSymbols> {
     let mut out = BTreeMap::new();
     for (i, guest) in run.guests.iter().enumerate() {
         let samples = run.samples.iter().filter(|(_, s)| s.guest == i).map(|(&n, s)| (n, s.moment)).collect();
-        let symbols = GuestSymbols::new(guest.emu.events(), &guest.forks, &guest.exe, samples, &mut cache);
+        let symbols = GuestSymbols::new(guest.emu.events(), &guest.forks, &guest.exe, samples, &mut cache)
+            .with_trampoline(guest.emu.trampoline());
         out.insert(guest.name.clone(), symbols);
     }
     out
