@@ -102,7 +102,7 @@ fn report(mut run: Run<'_>) -> Report {
         cpu: 0,
         tid: 0,
         sample: 0,
-        kernel: kmodel::tracer::KERNEL_IPS_IN_USER.to_vec(),
+        kernel: &kmodel::tracer::KERNEL_IPS_IN_USER,
         user: UserChain::Copied { bytes: 8192, ips: Vec::new() },
     };
     summary.bytes_copy_baseline = summary.samples * copy_sample.bytes();
