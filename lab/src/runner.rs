@@ -44,6 +44,18 @@ fn kernel_options(scenario: &Scenario) -> KernelOptions {
 
 /// [`run`], reporting progress after every step of the scheduler.
 pub fn run_with_progress(scenario: &Scenario, progress: &mut dyn FnMut(Progress)) -> Result<Report, RunError> {
+    run_inner(scenario, progress, true)
+}
+
+/// [`run_with_progress`] without the event log ([`Report::log`] stays
+/// empty): for callers that read only the verdicts and counts, such as
+/// `validate`, which would otherwise format every kernel event as JSON only
+/// to drop it. The run itself is the same.
+pub fn run_for_verdicts(scenario: &Scenario, progress: &mut dyn FnMut(Progress)) -> Result<Report, RunError> {
+    run_inner(scenario, progress, false)
+}
+
+fn run_inner(scenario: &Scenario, progress: &mut dyn FnMut(Progress), with_log: bool) -> Result<Report, RunError> {
     // Scenarios built in code (validate, demo) get the parser's checks too:
     // everything below relies on them.
     scenario.validate(&format!("scenario {}", scenario.name)).map_err(|e| RunError::Scenario(e.to_string()))?;
@@ -54,8 +66,9 @@ pub fn run_with_progress(scenario: &Scenario, progress: &mut dyn FnMut(Progress)
         guests.push(crate::guest::set_up(g, scenario, &mut k)?);
     }
     let mut run = Run::new(scenario, k, guests);
+    run.keep_log = with_log;
     run.main_loop(progress)?;
-    Ok(report(run))
+    Ok(report(run, with_log))
 }
 
 /// The log lines of the run's inputs: guest by guest in scenario order,
@@ -91,7 +104,7 @@ fn symbols(run: &Run<'_>) -> BTreeMap<String, GuestSymbols> {
 }
 
 /// The report of a finished run.
-fn report(mut run: Run<'_>) -> Report {
+fn report(mut run: Run<'_>, with_log: bool) -> Report {
     let symbols = symbols(&run);
     let (samples, mut summary) = crate::judge::samples(&run.k, &run.samples, &run.guests, &run.cancelled);
     let k = &mut run.k;
@@ -130,7 +143,11 @@ fn report(mut run: Run<'_>) -> Report {
             instructions: g.emu.icount(),
         })
         .collect();
-    let log = crate::log::lines(run.scenario, &input_lines(&run), run.k.events(), &run.extra, &summary);
+    let log = if with_log {
+        crate::log::lines(run.scenario, &input_lines(&run), run.k.events(), &run.extra, &summary)
+    } else {
+        Vec::new()
+    };
     let mut report = Report {
         scenario: run.scenario.clone(),
         summary,

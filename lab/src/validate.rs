@@ -102,7 +102,8 @@ pub fn validate(
             stop_after: None,
             expect: None,
         };
-        let report = crate::runner::run_with_progress(&scenario, progress)?;
+        // Verdicts only: the event log is not shown, so it is not formatted.
+        let report = crate::runner::run_for_verdicts(&scenario, progress)?;
         let mut failures: BTreeMap<(u64, &'static str, String), Failure> = BTreeMap::new();
         for s in &report.samples {
             let Some(why) = crate::explain::explain(&report, s) else { continue };
