@@ -47,28 +47,31 @@ pub fn run_with_progress(scenario: &Scenario, progress: &mut dyn FnMut(Progress)
     run_inner(scenario, progress, true)
 }
 
-/// [`run_with_progress`] without the event log ([`Report::log`] stays
-/// empty): for callers that read only the verdicts and counts, such as
-/// `validate`, which would otherwise format every kernel event as JSON only
-/// to drop it. The run itself is the same.
+/// [`run_with_progress`] for callers that read only the samples' verdicts
+/// and their explanations, such as `validate`: no event log
+/// ([`Report::log`] stays empty; every kernel event would be formatted as
+/// JSON only to be dropped) and no probe of what an in-NMI walk would have
+/// faulted on (a dry run per NMI with no effect on the model;
+/// `summary.nmi_would_fault` stays 0). Verdicts are the same.
 pub fn run_for_verdicts(scenario: &Scenario, progress: &mut dyn FnMut(Progress)) -> Result<Report, RunError> {
     run_inner(scenario, progress, false)
 }
 
-fn run_inner(scenario: &Scenario, progress: &mut dyn FnMut(Progress), with_log: bool) -> Result<Report, RunError> {
+/// `full`: the log and the in-NMI probe too (see [`run_for_verdicts`]).
+fn run_inner(scenario: &Scenario, progress: &mut dyn FnMut(Progress), full: bool) -> Result<Report, RunError> {
     // Scenarios built in code (validate, demo) get the parser's checks too:
     // everything below relies on them.
     scenario.validate(&format!("scenario {}", scenario.name)).map_err(|e| RunError::Scenario(e.to_string()))?;
-    let mut k = Kernel::new(kernel_options(scenario));
+    let mut k = Kernel::new(KernelOptions { probe_nmi_walk: full, ..kernel_options(scenario) });
     k.set_checks(true);
     let mut guests = Vec::new();
     for g in &scenario.guests {
         guests.push(crate::guest::set_up(g, scenario, &mut k)?);
     }
     let mut run = Run::new(scenario, k, guests);
-    run.keep_log = with_log;
+    run.keep_log = full;
     run.main_loop(progress)?;
-    Ok(report(run, with_log))
+    Ok(report(run, full))
 }
 
 /// The log lines of the run's inputs: guest by guest in scenario order,
