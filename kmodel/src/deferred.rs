@@ -193,42 +193,39 @@ impl Kernel {
         if cache.nr_entries > 0 {
             return Ok(cache.entries[..cache.nr_entries].to_vec());
         }
-        let Some(regs) = copy.as_ref().map(|c| c.regs.clone()).or_else(|| self.task(tid).regs.clone()) else {
+        let before = mem.fault_count();
+        // Split borrows: the registers, the configuration and the registry
+        // are read in place, not copied per unwind.
+        let Kernel { tasks, mms, opts, .. } = self;
+        let task_regs = tasks.get(&tid).and_then(|t| t.regs.as_ref());
+        let Some(regs) = copy.as_ref().map(|c| &c.regs).or(task_regs) else {
             return Err(EINVAL);
         };
-        let before = mem.fault_count();
-        let cfg = self.opts.unwind.clone();
+        let registry = &mut mms[mm.0].sframe;
         let trace: Trace = match &copy {
-            Some(copy) if self.task(tid).mm.is_none() => {
+            Some(copy) if tasks[&tid].mm.is_none() => {
                 let view = CopiedStack { base: copy.base, bytes: &copy.bytes, rest: mem };
-                unwind_user(&regs, &view, &mut self.mms[mm.0].sframe, Access::Faultable, &cfg)
+                unwind_user(regs, &view, registry, Access::Faultable, &opts.unwind)
             }
-            _ => unwind_user(&regs, mem, &mut self.mms[mm.0].sframe, Access::Faultable, &cfg),
+            _ => unwind_user(regs, mem, registry, Access::Faultable, &opts.unwind),
         };
         let faults = mem.fault_count() - before;
         self.stats.unwinds += 1;
         self.stats.task_faults += faults;
         let cpu = self.task(tid).cpu;
-        for sframe in &trace.removed_sections {
-            self.log(cpu, Some(tid), EventKind::SframeRemove { sframe: *sframe, why: "corrupt or faulting".into() });
+        let Trace { entries, methods, stop, removed_sections, .. } = trace;
+        for sframe in removed_sections {
+            self.log(cpu, Some(tid), EventKind::SframeRemove { sframe, why: "corrupt or faulting".into() });
         }
-        self.log(
-            cpu,
-            Some(tid),
-            EventKind::Unwind {
-                nr: trace.entries.len(),
-                methods: trace.methods.clone(),
-                stop: trace.stop.clone(),
-                faultable: true,
-                faults,
-            },
-        );
+        self.log(cpu, Some(tid), EventKind::Unwind { nr: entries.len(), methods, stop, faultable: true, faults });
         let t = self.task_mut(tid);
         let cache = t.info.cache.as_mut().expect("allocated above");
-        cache.entries = trace.entries.clone();
-        cache.nr_entries = trace.entries.len();
+        // The cache keeps its buffer from entry to entry.
+        cache.entries.clear();
+        cache.entries.extend_from_slice(&entries);
+        cache.nr_entries = entries.len();
         t.info.mask |= UNWIND_USED;
-        Ok(trace.entries)
+        Ok(entries)
     }
 
     /// `process_unwind_deferred()`: the task-work handler (also run by the

@@ -31,6 +31,8 @@ pub(crate) struct Run<'s> {
     pub(crate) samples: BTreeMap<u64, SampleInfo>,
     /// The lab's own log lines, each before the kernel event of its index.
     pub(crate) extra: Vec<(usize, String)>,
+    /// Whether to write [`Run::extra`] (no log wanted: not formatted).
+    pub(crate) keep_log: bool,
     /// Each registered tracer's work.
     tracer_works: BTreeMap<String, WorkId>,
     /// Tracers cancelled so far, in order.
@@ -56,6 +58,7 @@ impl<'s> Run<'s> {
             period: None,
             samples: BTreeMap::new(),
             extra: Vec::new(),
+            keep_log: true,
             tracer_works: BTreeMap::new(),
             cancelled: Vec::new(),
             cancelled_works: BTreeMap::new(),
@@ -256,8 +259,10 @@ impl<'s> Run<'s> {
         let moment = crate::symbolise::Moment { pid: guest.emu.pid(), position: guest.emu.events().len() };
         let thread = crate::log::Thread { pid: guest.emu.pid(), tid: guest.emu.tid(), task };
         let mem = guest.emu.user_memory();
-        self.extra
-            .push((self.k.events().len(), crate::log::sample_line(seq, &guest.name, cpu, icount, thread, &truth)));
+        if self.keep_log {
+            self.extra
+                .push((self.k.events().len(), crate::log::sample_line(seq, &guest.name, cpu, icount, thread, &truth)));
+        }
         self.samples.insert(seq, SampleInfo { guest: g, cpu, icount, truth, moment });
         self.k.nmi(cpu, in_user.then_some(regs), &mem);
         Ok(())

@@ -186,7 +186,8 @@ pub fn validate_sframe(
             stop_after: None,
             expect: None,
         };
-        let report = crate::runner::run_with_progress(&scenario, progress)?;
+        // Verdicts only: the event log is not shown, so it is not formatted.
+        let report = crate::runner::run_for_verdicts(&scenario, progress)?;
         let mut failures: BTreeMap<(Cause, String), Failure> = BTreeMap::new();
         for s in &report.samples {
             let Some(why) = crate::explain::explain(&report, s) else { continue };
