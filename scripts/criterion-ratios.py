@@ -3,7 +3,9 @@
 ratio to the group's first function, from target/criterion (one run)."""
 import json, os, sys
 
-root = os.path.join(os.path.dirname(__file__), "..", "target", "criterion")
+# Cargo's target directory: CARGO_TARGET_DIR if set (as cargo itself does).
+target = os.environ.get("CARGO_TARGET_DIR") or os.path.join(os.path.dirname(__file__), "..", "target")
+root = os.path.join(target, "criterion")
 for group in sys.argv[1:]:
     gdir = os.path.join(root, group)
     rows = []

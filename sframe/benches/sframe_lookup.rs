@@ -1,11 +1,14 @@
 //! Lookups of random PCs in a large section (5,000 functions), this crate's
-//! reader (reported as `unwindlab`) against `simple-frame-rs` on the same
-//! bytes, V2 and V3.
+//! reader against `simple-frame-rs` on the same bytes, V2 and V3. The
+//! reader is timed two ways: `unwindlab` is [`IndexedSection::lookup`] (the
+//! FDE array decoded once, as a walker or profiler holds it), and
+//! `unwindlab-unindexed` is [`Section::lookup`] (every FDE probe read from the
+//! source, as the kernel reads user memory).
 //! `make bench-sframe` runs this and writes the ratio to BENCHMARKS.md.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use sframe::write::{encode, RawFunction, RawRow, RawSection};
-use sframe::{Abi, Section, Version};
+use sframe::{Abi, IndexedSection, Section, Version};
 
 /// A deterministic generator (no unseeded randomness in benchmarks either).
 struct Lcg(u64);
@@ -49,10 +52,11 @@ fn large_section(version: Version) -> (Vec<u8>, Vec<u64>) {
     (bytes, pcs)
 }
 
-fn ours(section: &Section<&[u8]>, pcs: &[u64]) -> i64 {
+/// What both readers compute: the sum of the CFA offsets found.
+fn ours(lookup: impl Fn(u64) -> Result<Option<sframe::Lookup>, sframe::Error>, pcs: &[u64]) -> i64 {
     let mut acc = 0i64;
     for &pc in pcs {
-        if let Ok(Some(found)) = section.lookup(pc) {
+        if let Ok(Some(found)) = lookup(pc) {
             if let sframe::RowRule::Frame(f) = found.rule {
                 acc += i64::from(f.cfa.offset);
             }
@@ -77,10 +81,19 @@ fn bench(c: &mut Criterion) {
     for version in [Version::V2, Version::V3] {
         let (bytes, pcs) = large_section(version);
         let section = Section::parse(bytes.as_slice(), BASE).unwrap();
+        let indexed: IndexedSection<&[u8]> = section.clone().indexed().unwrap();
         let other = simple_frame_rs::SFrameSection::from(&bytes, BASE).unwrap();
-        assert_eq!(ours(&section, &pcs), theirs(&other, &pcs), "both readers must agree before racing");
+        for &pc in &pcs {
+            assert_eq!(indexed.lookup(pc), section.lookup(pc), "indexed and plain lookups differ at {pc:#x}");
+        }
+        let expected = theirs(&other, &pcs);
+        assert_eq!(ours(|pc| section.lookup(pc), &pcs), expected, "both readers must agree before racing");
+        assert_eq!(ours(|pc| indexed.lookup(pc), &pcs), expected, "both readers must agree before racing");
         let mut group = c.benchmark_group(format!("sframe_lookup_{version:?}"));
-        group.bench_function("unwindlab", |b| b.iter(|| ours(black_box(&section), black_box(&pcs))));
+        group.bench_function("unwindlab", |b| b.iter(|| ours(|pc| black_box(&indexed).lookup(pc), black_box(&pcs))));
+        group.bench_function("unwindlab-unindexed", |b| {
+            b.iter(|| ours(|pc| black_box(&section).lookup(pc), black_box(&pcs)))
+        });
         group.bench_function("simple-frame-rs", |b| b.iter(|| theirs(black_box(&other), black_box(&pcs))));
         group.finish();
     }
