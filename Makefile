@@ -10,7 +10,7 @@ FUZZ_SECONDS ?= 600
 # The Debian packages the build and the tests need are named, each with its
 # reason, in scripts/debian-packages.txt (installed without Recommends).
 
-.PHONY: all deps preflight build run test lint fuzz bench-sframe bench-kmodel bench-emu bench-validate clean
+.PHONY: all deps preflight build run test lint fuzz bench-sframe bench-walk bench-kmodel bench-emu bench-validate clean
 
 all: deps preflight build run
 
@@ -51,6 +51,11 @@ fuzz:
 bench-sframe:
 	$(CARGO) bench --locked -p sframe --bench sframe_lookup
 	@python3 scripts/criterion-ratios.py sframe_lookup_V2 sframe_lookup_V3
+
+# Whole stack walks on stacks captured from the guests: SFrame against
+# framehop's .eh_frame unwinder, ns per frame (the table in BENCHMARKS.md).
+bench-walk:
+	$(CARGO) bench --locked -p emu --bench walk
 
 # The kernel model's throughput: deferred requests vs the classic baselines,
 # and the stitcher.

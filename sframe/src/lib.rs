@@ -18,7 +18,8 @@
 //!
 //! * [`read`]: decoding. [`Section::parse`] checks the header and layout,
 //!   [`Section::lookup`] answers "how do I unwind from this PC?" without
-//!   allocating; [`read::validate`] checks a whole untrusted section against
+//!   allocating ([`Section::indexed`] decodes the FDE array once for
+//!   faster repeated lookups); [`read::validate`] checks a whole untrusted section against
 //!   libsframe's rules or the Linux kernel's stricter ones;
 //!   [`read::dump`] prints a section exactly as the `objdump --sframe` of
 //!   the binutils release that made it does. All reads go through
@@ -93,6 +94,6 @@ pub mod read;
 pub mod write;
 
 pub use read::{
-    Abi, Base, ByteSource, CfaRule, Endian, Error, Fault, Fde, FdeKind, FrameRule, Fre, FreType, Header, Layout,
-    Lookup, PcType, Recovery, RowRule, Section, Version,
+    Abi, Base, ByteSource, CfaRule, Endian, Error, Fault, Fde, FdeKind, FrameRule, Fre, FreType, Header,
+    IndexedSection, Layout, Lookup, PcType, Recovery, RowRule, Section, Version,
 };

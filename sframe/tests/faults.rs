@@ -102,3 +102,19 @@ fn a_lookup_reads_logarithmically_many_fdes() {
     // two rows of a few fields each.
     assert!(*src.reads.borrow() < 30, "{} reads", src.reads.borrow());
 }
+
+#[test]
+fn indexing_reports_a_fault_and_succeeds_once_resident() {
+    let bytes = table();
+    let reference = Section::parse(bytes.as_slice(), 0x8000).unwrap();
+    // The second page holds FDEs: building the index reads every FDE.
+    let src = Paged { bytes: bytes.clone(), absent: RefCell::new([1].into()), reads: RefCell::new(0) };
+    let section = Section::parse(&src, 0x8000).unwrap();
+    let Err(err) = section.clone().indexed() else { panic!("indexing read through an absent page") };
+    assert_eq!(err, Error::Fault { offset: PAGE });
+    src.absent.borrow_mut().clear();
+    let indexed = section.indexed().unwrap();
+    for pc in (0x0f00..0x1000 + 40 * 0x100 + 0x100).step_by(0x7) {
+        assert_eq!(indexed.lookup(pc).unwrap(), reference.lookup(pc).unwrap(), "pc {pc:#x}");
+    }
+}

@@ -1,5 +1,6 @@
 //! A lookup allocates nothing: the kernel model calls it from contexts where
 //! allocation is not allowed, and it must be cheap enough for every sample.
+//! The same holds for [`sframe::IndexedSection`]'s lookups once it is built.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -54,15 +55,19 @@ fn lookup_does_not_allocate() {
         };
         let bytes = encode(&table, 0).unwrap();
         let section = Section::parse(bytes.as_slice(), 0).unwrap();
+        // The index allocates once, when it is built, never per lookup.
+        let indexed = section.clone().indexed().unwrap();
         let before = ALLOCATIONS.load(Ordering::SeqCst);
         COUNTING.with(|c| c.set(true));
-        let mut found = 0;
+        let (mut found, mut found_indexed) = (0, 0);
         for pc in 0xf00..0x1000 + 200 * 64 {
             found += usize::from(section.lookup(pc).unwrap().is_some());
+            found_indexed += usize::from(indexed.lookup(pc).unwrap().is_some());
         }
         COUNTING.with(|c| c.set(false));
         let after = ALLOCATIONS.load(Ordering::SeqCst);
         assert_eq!(found, 200 * 60);
+        assert_eq!(found_indexed, 200 * 60);
         assert_eq!(after - before, 0, "{version:?}: lookups allocated");
     }
 }

@@ -5,7 +5,7 @@ mod common;
 
 use sframe::read::dump;
 use sframe::read::validate::{self, Options, Profile};
-use sframe::{Error, Section};
+use sframe::{ByteSource, Error, Fault, Section};
 
 /// Runs every entry point over `bytes`; returns whether the section parsed.
 fn exercise(bytes: &[u8], base: u64) -> bool {
@@ -27,10 +27,33 @@ fn exercise(bytes: &[u8], base: u64) -> bool {
         .flatten()
         .flat_map(|f| [f.start, f.start.wrapping_add(5), f.start.wrapping_add(u64::from(f.size)).wrapping_sub(1)])
         .collect();
+    // Three ways to look up must give the same answer or the same error:
+    // the plain lookup over the slice (rows scanned straight from memory),
+    // over a source that does not expose its slice (every field read
+    // checked), and the indexed lookup.
+    let opaque = Section::parse(Opaque(bytes), base).expect("parses as the slice did");
+    let indexed = section.clone().indexed().expect("a slice never faults");
     for pc in starts.into_iter().chain([base, 0, u64::MAX]) {
-        let _ = section.lookup(pc);
+        let plain = section.lookup(pc);
+        assert_eq!(opaque.lookup(pc), plain, "pc {pc:#x}: checked reads differ from the slice scan");
+        assert_eq!(indexed.lookup(pc), plain, "pc {pc:#x}: the indexed lookup differs");
+        assert_eq!(indexed.find_fde(pc), section.find_fde(pc), "pc {pc:#x}: the indexed FDE differs");
     }
     true
+}
+
+/// Section bytes behind a source that does not offer them as a slice, so
+/// the reader takes its checked, field-by-field path.
+struct Opaque<'a>(&'a [u8]);
+
+impl ByteSource for Opaque<'_> {
+    fn size(&self) -> u64 {
+        self.0.size()
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), Fault> {
+        self.0.read_at(offset, buf)
+    }
 }
 
 #[test]

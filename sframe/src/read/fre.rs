@@ -4,7 +4,7 @@ use super::error::Error;
 use super::fde::Fde;
 use super::header::Layout;
 use super::reader::Reader;
-use super::source::ByteSource;
+use super::source::{ByteSource, Endian};
 
 /// Most data words an FRE info byte can announce (4-bit count).
 pub const MAX_WORDS: usize = 15;
@@ -59,7 +59,7 @@ impl Fre {
 
     /// Encoded size of this row in bytes.
     pub fn byte_len(&self, fde: &Fde) -> u64 {
-        u64::from(fde.fre_type.width()) + 1 + self.word_count() as u64 * u64::from(self.word_size())
+        row_len(fde.fre_type.width(), self.info)
     }
 
     /// Builds a row from parts (for writers and tests); words are stored as
@@ -84,40 +84,161 @@ pub struct FreIter<'s, S: ?Sized> {
     pub(crate) failed: bool,
 }
 
+/// Encoded size of a row with `width`-byte start offset and info byte
+/// `info`: the start, the info byte, then its data words.
+#[inline]
+fn row_len(width: u8, info: u8) -> u64 {
+    let count = u64::from((info >> 1) & 0xf);
+    u64::from(width) + 1 + (count << ((info >> 5) & 3))
+}
+
+/// The start offset and info byte of one row, and where the next row begins.
+#[derive(Clone, Copy)]
+struct Head {
+    start: u32,
+    info: u8,
+    end: u64,
+}
+
+impl Head {
+    /// The row with its data words still to be read.
+    fn fre(self, index: u32, at: u64) -> Fre {
+        Fre { index, start: self.start, info: self.info, at, words: [0; MAX_WORDS] }
+    }
+}
+
+/// Decodes the start offset and info byte of row `index` at `at` and checks
+/// that the whole row lies inside the FRE sub-section, without reading its
+/// data words: the one check of a row's shape, shared by the iterator and
+/// by [`find`].
+#[inline]
+fn decode_head<S: ByteSource + ?Sized>(
+    reader: &Reader<'_, S>,
+    fde: &Fde,
+    layout: &Layout,
+    index: u32,
+    at: u64,
+) -> Result<Head, Error> {
+    let width = fde.fre_type.width();
+    let outside = |offset| Error::FreOutside {
+        fde: fde.index,
+        what: "FRE",
+        offset,
+        start: layout.fres_start,
+        end: layout.fres_end,
+    };
+    if at + u64::from(width) + 1 > layout.fres_end {
+        return Err(outside(at));
+    }
+    let start = reader.uint(at, width, "FRE start offset")?;
+    let info = reader.u8(at + u64::from(width), "FRE info")?;
+    if (info >> 5) & 3 == 3 {
+        return Err(Error::BadWordSize { fde: fde.index, fre: index, info });
+    }
+    let end = at + row_len(width, info);
+    if end > layout.fres_end {
+        return Err(outside(at));
+    }
+    Ok(Head { start, info, end })
+}
+
+/// Reads the data words of a row [`decode_head`] has checked.
+#[inline]
+fn decode_words<S: ByteSource + ?Sized>(reader: &Reader<'_, S>, fde: &Fde, fre: &mut Fre) -> Result<(), Error> {
+    let size = fre.word_size();
+    let mut pos = fre.at + u64::from(fde.fre_type.width()) + 1;
+    let count = fre.word_count();
+    for word in fre.words.iter_mut().take(count) {
+        *word = reader.uint(pos, size, "FRE data word")?;
+        pos += u64::from(size);
+    }
+    Ok(())
+}
+
+/// The last row of `fde` starting at or before `offset` (§6 step 3), or
+/// `None` when the first row starts after it. Rows are walked by their
+/// start and info bytes only, with the same checks as [`FreIter`] (each row
+/// inside the sub-section, starts strictly increasing up to and including
+/// the first row past `offset`); only the matching row's data words are
+/// read. This is what makes a lookup cost one row's words, not every
+/// earlier row's.
+pub(crate) fn find<S: ByteSource + ?Sized>(
+    reader: &Reader<'_, S>,
+    fde: &Fde,
+    layout: &Layout,
+    offset: u64,
+) -> Result<Option<Fre>, Error> {
+    if let Some(bytes) = reader.src.as_slice() {
+        if let Some(found) = scan_slice(bytes, reader.endian, fde, layout, offset) {
+            let Some((index, at)) = found else { return Ok(None) };
+            let head = decode_head(reader, fde, layout, index, at)?;
+            let mut fre = head.fre(index, at);
+            decode_words(reader, fde, &mut fre)?;
+            return Ok(Some(fre));
+        }
+    }
+    // (index, position, head) of the last row starting at or before `offset`.
+    let mut found: Option<(u32, u64, Head)> = None;
+    let mut at = fde.fres_at;
+    for index in 0..fde.num_fres {
+        let head = decode_head(reader, fde, layout, index, at)?;
+        if let Some((_, _, prev)) = found.filter(|&(_, _, prev)| head.start <= prev.start) {
+            return Err(Error::FreNotIncreasing { fde: fde.index, fre: index, start: head.start, prev: prev.start });
+        }
+        if u64::from(head.start) > offset {
+            break;
+        }
+        found = Some((index, at, head));
+        at = head.end;
+    }
+    let Some((index, at, head)) = found else { return Ok(None) };
+    let mut fre = head.fre(index, at);
+    decode_words(reader, fde, &mut fre)?;
+    Ok(Some(fre))
+}
+
+/// [`find`]'s row scan straight over in-memory section bytes: the index
+/// and position of the last row starting at or before `offset`, or
+/// `Some(None)` when the first row starts after it. Returns `None` on
+/// anything irregular (a row out of bounds, a bad word size, starts not
+/// increasing), so that the checked path reports it: the rules of a row's
+/// shape stay in [`decode_head`].
+#[inline]
+fn scan_slice(bytes: &[u8], endian: Endian, fde: &Fde, layout: &Layout, offset: u64) -> Option<Option<(u32, u64)>> {
+    let end = usize::try_from(layout.fres_end).ok()?;
+    let bytes = bytes.get(..end)?;
+    let width = fde.fre_type.width();
+    let mut at = usize::try_from(fde.fres_at).ok()?;
+    let mut found: Option<(u32, usize, u32)> = None;
+    for index in 0..fde.num_fres {
+        let head = bytes.get(at..at + usize::from(width) + 1)?;
+        let start = match (width, endian) {
+            (1, _) => u32::from(head[0]),
+            (2, Endian::Little) => u32::from(u16::from_le_bytes([head[0], head[1]])),
+            (2, Endian::Big) => u32::from(u16::from_be_bytes([head[0], head[1]])),
+            (_, Endian::Little) => u32::from_le_bytes([head[0], head[1], head[2], head[3]]),
+            (_, Endian::Big) => u32::from_be_bytes([head[0], head[1], head[2], head[3]]),
+        };
+        let info = head[usize::from(width)];
+        let next = at + usize::try_from(row_len(width, info)).ok()?;
+        if (info >> 5) & 3 == 3 || next > end || found.is_some_and(|(_, _, prev)| start <= prev) {
+            return None;
+        }
+        if u64::from(start) > offset {
+            break;
+        }
+        found = Some((index, at, start));
+        at = next;
+    }
+    Some(found.map(|(index, at, _)| (index, at as u64)))
+}
+
 impl<S: ByteSource + ?Sized> FreIter<'_, S> {
     fn decode(&mut self) -> Result<Fre, Error> {
-        let fde = &self.fde;
-        let index = self.next_index;
-        let at = self.pos;
-        let width = fde.fre_type.width();
-        let outside = |offset| Error::FreOutside {
-            fde: fde.index,
-            what: "FRE",
-            offset,
-            start: self.layout.fres_start,
-            end: self.layout.fres_end,
-        };
-        if at + u64::from(width) + 1 > self.layout.fres_end {
-            return Err(outside(at));
-        }
-        let start = self.reader.uint(at, width, "FRE start offset")?;
-        let info = self.reader.u8(at + u64::from(width), "FRE info")?;
-        if (info >> 5) & 3 == 3 {
-            return Err(Error::BadWordSize { fde: fde.index, fre: index, info });
-        }
-        let mut fre = Fre { index, start, info, at, words: [0; MAX_WORDS] };
-        let size = fre.word_size();
-        let end = at + fre.byte_len(fde);
-        if end > self.layout.fres_end {
-            return Err(outside(at));
-        }
-        let mut pos = at + u64::from(width) + 1;
-        let count = fre.word_count();
-        for word in fre.words.iter_mut().take(count) {
-            *word = self.reader.uint(pos, size, "FRE data word")?;
-            pos += u64::from(size);
-        }
-        self.pos = end;
+        let head = decode_head(&self.reader, &self.fde, &self.layout, self.next_index, self.pos)?;
+        let mut fre = head.fre(self.next_index, self.pos);
+        decode_words(&self.reader, &self.fde, &mut fre)?;
+        self.pos = head.end;
         Ok(fre)
     }
 }

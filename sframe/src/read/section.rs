@@ -179,31 +179,25 @@ impl<S: ByteSource> Section<S> {
                 offset %= u64::from(rep);
             }
         }
-        let mut found = None;
-        let mut prev: Option<u32> = None;
-        for fre in self.fres(fde) {
-            let fre = fre?;
-            if let Some(prev) = prev.filter(|&p| fre.start <= p) {
-                return Err(Error::FreNotIncreasing { fde: fde.index, fre: fre.index, start: fre.start, prev });
-            }
-            prev = Some(fre.start);
-            if u64::from(fre.start) > offset {
-                break;
-            }
-            found = Some(fre);
-        }
-        Ok(found)
+        fre::find(&self.reader(), fde, &self.layout, offset)
     }
 
     /// PC → FDE → FRE → rule, or `None` if no row covers `pc`.
     pub fn lookup(&self, pc: u64) -> Result<Option<Lookup>, Error> {
         let Some(fde) = self.find_fde(pc)? else { return Ok(None) };
-        let Some(fre) = self.find_fre(&fde, pc)? else { return Ok(None) };
-        let encoded = rule::interpret(&self.header, &fde, &fre)?.rule;
+        self.lookup_in(&fde, pc)
+    }
+
+    /// FRE → rule for a `pc` whose FDE is known: the second half of
+    /// [`Section::lookup`], shared with [`IndexedSection`](super::IndexedSection).
+    #[inline]
+    pub(crate) fn lookup_in(&self, fde: &Fde, pc: u64) -> Result<Option<Lookup>, Error> {
+        let Some(fre) = self.find_fre(fde, pc)? else { return Ok(None) };
+        let encoded = rule::interpret(&self.header, fde, &fre)?.rule;
         let rule = match encoded {
             RowRule::Frame(frame) => RowRule::Frame(frame.resolved(&self.header)),
             RowRule::Outermost => RowRule::Outermost,
         };
-        Ok(Some(Lookup { fde, fre_index: fre.index, fre_start: fre.start, encoded, rule }))
+        Ok(Some(Lookup { fde: *fde, fre_index: fre.index, fre_start: fre.start, encoded, rule }))
     }
 }

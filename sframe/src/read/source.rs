@@ -56,6 +56,14 @@ pub trait ByteSource {
     /// Callers only ask for ranges inside [`ByteSource::size`]; a source fails
     /// only for reasons of its own (a fault), never for bounds.
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), Fault>;
+
+    /// All the bytes, when the source is plain memory that cannot fault:
+    /// the reader then scans rows straight out of the slice (a lookup's
+    /// hot loop). Sources that may fault keep the default, `None`.
+    #[inline]
+    fn as_slice(&self) -> Option<&[u8]> {
+        None
+    }
 }
 
 impl ByteSource for [u8] {
@@ -74,6 +82,11 @@ impl ByteSource for [u8] {
             None => Err(Fault { offset }),
         }
     }
+
+    #[inline]
+    fn as_slice(&self) -> Option<&[u8]> {
+        Some(self)
+    }
 }
 
 impl ByteSource for Vec<u8> {
@@ -85,6 +98,11 @@ impl ByteSource for Vec<u8> {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), Fault> {
         self.as_slice().read_at(offset, buf)
     }
+
+    #[inline]
+    fn as_slice(&self) -> Option<&[u8]> {
+        Some(self)
+    }
 }
 
 impl<T: ByteSource + ?Sized> ByteSource for &T {
@@ -95,6 +113,11 @@ impl<T: ByteSource + ?Sized> ByteSource for &T {
     #[inline]
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), Fault> {
         (**self).read_at(offset, buf)
+    }
+
+    #[inline]
+    fn as_slice(&self) -> Option<&[u8]> {
+        (**self).as_slice()
     }
 }
 
