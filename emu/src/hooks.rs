@@ -41,7 +41,7 @@ pub(crate) fn create(machine: &'static dyn Machine, tracker: Tracker) -> Result<
     })?;
 
     if mode != Tracking::Off {
-        uc.add_block_hook(1, 0, track::on_block)?;
+        track::add_block_hook(&mut uc)?;
     }
     if mode == Tracking::Instructions {
         uc.add_code_hook(1, 0, track::on_instruction)?;
