@@ -196,6 +196,7 @@ impl Emulator {
     /// Drops cached translations after a change of the memory map, so the
     /// TLB-fill hook sees the guest's next access to every page.
     pub(crate) fn flush_tlb(&mut self) -> Result<(), Error> {
+        crate::hooks::cover_code(&mut self.uc).map_err(self.engine_error("hook the code areas"))?;
         self.uc.ctl_flush_tlb().map_err(self.engine_error("flush the TLB"))
     }
 

@@ -332,10 +332,11 @@ impl Tracker {
     #[inline(never)]
     fn retire(&mut self, uc: RawEngine, block: Slot, next_pc: u64) {
         let last = block.last();
-        let regs = self
-            .stack
-            .needs_registers(last, next_pc)
-            .then(|| After { sp: uc.reg(self.sp_reg), lr: self.lr_reg.map(|lr| uc.reg(lr)) });
+        let regs = self.stack.needs_registers(last, next_pc).then(|| {
+            // Each register read is a call into the engine.
+            let lr = self.lr_reg.filter(|_| ShadowStack::needs_link_register(last)).map(|lr| uc.reg(lr));
+            After { sp: uc.reg(self.sp_reg), lr }
+        });
         self.stack.apply(last, next_pc, regs);
     }
 
