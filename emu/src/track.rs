@@ -189,7 +189,7 @@ pub(crate) struct Tracker {
     infos: Vec<BlockInfo>,
     /// Decoded blocks by a hash of the address: the block hook's lookup,
     /// which the map would make several times slower.
-    table: Box<[Slot]>,
+    table: Box<[Slot; SLOTS]>,
     /// The block that started last, counted but not retired
     /// ([`Slot::EMPTY`] if none).
     cur: Slot,
@@ -306,25 +306,26 @@ impl Tracker {
     /// leave it for functions of their own.
     #[inline]
     fn on_block(&mut self, uc: RawEngine, addr: u64, size: u32) {
-        let prev = self.cur;
+        // Fields are read in place rather than through copies of the slots:
+        // a narrow load from a wider copy just stored stalls.
         // Most blocks end in a plain instruction or a direct branch.
-        if prev.flow != Flow::Plain {
-            self.retire(uc, prev, addr);
+        if self.cur.flow != Flow::Plain {
+            self.retire(uc, self.cur, addr);
         }
         if let Some(reference) = &mut self.reference {
             reference.block_started = true;
         }
-        let mut block = self.table[slot(addr)];
-        if block.addr != addr || block.size != size {
-            block = self.decode(uc, addr, size);
+        let index = slot(addr);
+        if self.table[index].addr != addr || self.table[index].size != size {
+            self.decode(uc, addr, size);
         }
-        let end = self.icount + u64::from(block.len);
+        let end = self.icount + u64::from(self.table[index].len);
         if end > self.stop_at {
-            self.stop_in(uc, block);
+            self.stop_in(uc, self.table[index]);
             return;
         }
         self.icount = end;
-        self.cur = block;
+        self.cur = self.table[index];
     }
 
     /// Applies the completed control transfer ending `block` to the
@@ -491,7 +492,7 @@ impl Tracker {
             lr_reg: info.ra,
             blocks: AddrMap::default(),
             infos: Vec::new(),
-            table: vec![Slot::EMPTY; SLOTS].into_boxed_slice(),
+            table: Box::new([Slot::EMPTY; SLOTS]),
             cur: Slot::EMPTY,
             cut: None,
             stack: ShadowStack::new(),
