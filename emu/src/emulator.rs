@@ -471,7 +471,8 @@ impl Emulator {
     /// The general registers.
     pub fn regs(&self) -> Result<Regs, Error> {
         let info = self.info();
-        let read = |reg: i32| self.uc.reg_read(reg).map_err(self.engine_error("read a register"));
+        // The error (with the program's name) is made only on failure: NMIs read every register.
+        let read = |reg: i32| self.uc.reg_read(reg).map_err(|err| self.engine_error("read a register")(err));
         let gprs = info.gprs.iter().map(|&reg| read(reg)).collect::<Result<Vec<_>, _>>()?;
         let extra = info.extra_dwarf.iter().map(|&reg| read(reg)).collect::<Result<Vec<_>, _>>()?;
         Ok(Regs {
@@ -487,7 +488,7 @@ impl Emulator {
     }
 
     pub(crate) fn reg(&self, reg: i32) -> Result<u64, Error> {
-        self.uc.reg_read(reg).map_err(self.engine_error("read a register"))
+        self.uc.reg_read(reg).map_err(|err| self.engine_error("read a register")(err))
     }
 
     pub(crate) fn set_reg(&mut self, reg: i32, value: u64) -> Result<(), Error> {
