@@ -67,6 +67,9 @@ pub(crate) fn create(machine: &'static dyn Machine, tracker: Tracker) -> Result<
     Ok(uc)
 }
 
+/// Most executable areas [`cover_code`] covers.
+const MAX_CODE_HOOKS: usize = 32;
+
 /// Covers every executable area of the page table with a memory hook that
 /// never fires, and no other area.
 ///
@@ -74,13 +77,17 @@ pub(crate) fn create(machine: &'static dyn Machine, tracker: Tracker) -> Result<
 /// page back on the slow write path (so that a write to translated code is
 /// seen) — unless a memory hook covers the block's address: then it keeps
 /// every page under such a hook on the slow write path instead. The scan
-/// costs about as much as the translation on AArch64, whose TLB has a dozen
-/// address-space modes, and exact stops translate blocks often
-/// (`track`). Only code pages pay the slow path here; the data areas, which
-/// the guest writes, stay uncovered. The hook (an unmapped-fetch hook) could
+/// walks the TLB of every address-space mode (many on AArch64), and exact
+/// stops translate blocks at every stop (`track`; BENCHMARKS.md). Only code
+/// pages pay the slow path here; the data areas, which the guest writes,
+/// stay uncovered. The hook (an unmapped-fetch hook) could
 /// only fire for an address the TLB-fill hook gave without physical memory
 /// behind it, which identity mapping rules out, and it declines to handle it,
 /// as no hook would.
+///
+/// At most [`MAX_CODE_HOOKS`] areas are covered (the lowest): Unicorn walks
+/// its hook list at every translation, and a guest may map code in many
+/// pieces. The others only lose the speed-up.
 pub(crate) fn cover_code(uc: &mut Engine) -> Result<(), uc_error> {
     let wanted: Vec<(u64, u64)> = uc
         .get_data()
@@ -88,6 +95,7 @@ pub(crate) fn cover_code(uc: &mut Engine) -> Result<(), uc_error> {
         .areas()
         .filter(|area| area.perms.contains(Perms::EXEC))
         .map(|area| (area.start, area.end))
+        .take(MAX_CODE_HOOKS)
         .collect();
     let current = std::mem::take(&mut uc.get_data_mut().code_hooks);
     let mut kept = Vec::with_capacity(wanted.len());

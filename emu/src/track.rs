@@ -19,16 +19,16 @@
 //! returns (`finish_run`): a fault or trap inside it (the PC then
 //! says how many of its instructions ran, the rest are taken back from the
 //! count, and its last instruction did not run unless the PC is past it),
-//! and a stop. A stop at instruction N is
-//! exact: if N is the first instruction of a block, the block hook stops the
+//! and a stop. A stop at instruction N is exact: if N is the first
+//! instruction of a block, the block hook stops the
 //! engine before the block runs; if N is inside a block, the hook records a
 //! `Cut`, stops the engine, and the run loop re-runs the block alone with
 //! Unicorn's exit address set to instruction N (its translation is dropped
 //! before and after, as Unicorn checks exit addresses when it translates).
 //! Resuming at N translates a block that starts there. Both parts of the
-//! cut block are known from the whole one, so neither is decoded again. Either way no
-//! instruction runs twice and none is counted twice, which is what the naive
-//! version of this got wrong.
+//! cut block are known from the whole one, so neither is decoded again.
+//! Either way no instruction runs twice and none is counted twice, which is
+//! what the naive version of this got wrong.
 //!
 //! [`Tracking::Instructions`] adds the slow reference: a per-instruction hook
 //! that decodes every instruction and keeps its own stack, applying each
@@ -386,10 +386,11 @@ impl Tracker {
         self.infos.get(index as usize)
     }
 
-    /// The block at `addr` of `size` bytes, decoding it on first sight.
+    /// Puts the block at `addr` of `size` bytes in its table slot, decoding
+    /// it on first sight.
     #[cold]
     #[inline(never)]
-    fn decode(&mut self, uc: RawEngine, addr: u64, size: u32) -> Slot {
+    fn decode(&mut self, uc: RawEngine, addr: u64, size: u32) {
         let index = match self.blocks.get(&(addr, size)) {
             Some(&index) => index,
             None => {
@@ -411,9 +412,7 @@ impl Tracker {
         let info = &self.infos[index as usize];
         // Unicorn's blocks hold at most 512 instructions.
         let len = u16::try_from(info.starts.len()).unwrap_or(u16::MAX);
-        let slot_ = Slot { addr, size, len, flow: info.last.flow, conditional: info.last.conditional };
-        self.table[slot(addr)] = slot_;
-        slot_
+        self.table[slot(addr)] = Slot { addr, size, len, flow: info.last.flow, conditional: info.last.conditional };
     }
 }
 
