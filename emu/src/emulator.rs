@@ -196,6 +196,7 @@ impl Emulator {
     /// Drops cached translations after a change of the memory map, so the
     /// TLB-fill hook sees the guest's next access to every page.
     pub(crate) fn flush_tlb(&mut self) -> Result<(), Error> {
+        crate::hooks::cover_code(&mut self.uc).map_err(self.engine_error("hook the code areas"))?;
         self.uc.ctl_flush_tlb().map_err(self.engine_error("flush the TLB"))
     }
 
@@ -493,7 +494,8 @@ impl Emulator {
     /// Registers read with `read` (the engine's, or a saved context's).
     fn regs_with(&self, read: &dyn Fn(i32) -> Result<u64, uc_error>) -> Result<Regs, Error> {
         let info = self.info();
-        let get = |reg: i32| read(reg).map_err(self.engine_error("read a register"));
+        // The error (with the program's name) is made only on failure: NMIs read every register.
+        let get = |reg: i32| read(reg).map_err(|err| self.engine_error("read a register")(err));
         let gprs = info.gprs.iter().map(|&reg| get(reg)).collect::<Result<Vec<_>, _>>()?;
         let extra = info.extra_dwarf.iter().map(|&reg| get(reg)).collect::<Result<Vec<_>, _>>()?;
         Ok(Regs {
@@ -502,14 +504,14 @@ impl Emulator {
             sp: get(info.sp)?,
             fp: get(info.fp)?,
             ra: info.ra.map(get).transpose()?,
-            tls: self.machine.tls(read).map_err(self.engine_error("read the thread pointer"))?,
+            tls: self.machine.tls(read).map_err(|err| self.engine_error("read the thread pointer")(err))?,
             gprs,
             extra,
         })
     }
 
     pub(crate) fn reg(&self, reg: i32) -> Result<u64, Error> {
-        self.uc.reg_read(reg).map_err(self.engine_error("read a register"))
+        self.uc.reg_read(reg).map_err(|err| self.engine_error("read a register")(err))
     }
 
     pub(crate) fn set_reg(&mut self, reg: i32, value: u64) -> Result<(), Error> {

@@ -11,7 +11,7 @@
 
 use crate::memory::PageTable;
 use crate::track::{Tracked, Tracker};
-use unicorn_engine::{uc_error, Unicorn};
+use unicorn_engine::{uc_error, UcHookId, Unicorn};
 
 /// A Unicorn instance carrying the emulator's shared state.
 pub type Engine = Unicorn<'static, Shared>;
@@ -36,6 +36,9 @@ pub struct Shared {
     pub(crate) hook_error: Option<uc_error>,
     /// Instruction count, stops, and the ground-truth stack.
     pub(crate) tracker: Tracker,
+    /// The executable areas covered by a memory hook, and its id (see
+    /// `hooks::cover_code`).
+    pub(crate) code_hooks: Vec<((u64, u64), UcHookId)>,
 }
 
 impl Tracked for Shared {

@@ -48,6 +48,7 @@ impl Emulator {
             }
         }
         uc.get_data_mut().pages = self.pages().clone();
+        crate::hooks::cover_code(&mut uc).map_err(&err)?;
         // Every register, vector and floating-point ones included: the
         // child returns from the same call with the same live values.
         let context = self.uc.context_init().map_err(&err)?;

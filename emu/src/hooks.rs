@@ -5,9 +5,9 @@
 
 use crate::arch::{Machine, SyscallEntry};
 use crate::engine::{Engine, Shared, Trap};
-use crate::memory::{AccessKind, PageTable};
+use crate::memory::{AccessKind, PageTable, Perms};
 use crate::track::{self, Tracker, Tracking};
-use unicorn_engine::{uc_error, MemType, Prot, TlbEntry, TlbType, Unicorn, X86Insn};
+use unicorn_engine::{uc_error, HookType, MemType, Prot, TlbEntry, TlbType, Unicorn, X86Insn};
 
 /// Creates an engine for `machine` with the emulator's hooks installed.
 ///
@@ -26,7 +26,7 @@ use unicorn_engine::{uc_error, MemType, Prot, TlbEntry, TlbType, Unicorn, X86Ins
 pub(crate) fn create(machine: &'static dyn Machine, tracker: Tracker) -> Result<Engine, uc_error> {
     let info = machine.info();
     let mode = tracker.mode;
-    let shared = Shared { pages: PageTable::default(), trap: None, hook_error: None, tracker };
+    let shared = Shared { pages: PageTable::default(), trap: None, hook_error: None, tracker, code_hooks: Vec::new() };
     let mut uc = Unicorn::new_with_data(info.uc_arch, info.uc_mode, shared)?;
     uc.ctl_set_tlb_type(TlbType::VIRTUAL)?;
 
@@ -41,7 +41,7 @@ pub(crate) fn create(machine: &'static dyn Machine, tracker: Tracker) -> Result<
     })?;
 
     if mode != Tracking::Off {
-        uc.add_block_hook(1, 0, track::on_block)?;
+        track::add_block_hook(&mut uc)?;
     }
     if mode == Tracking::Instructions {
         uc.add_code_hook(1, 0, track::on_instruction)?;
@@ -65,6 +65,55 @@ pub(crate) fn create(machine: &'static dyn Machine, tracker: Tracker) -> Result<
         }
     })?;
     Ok(uc)
+}
+
+/// Most executable areas [`cover_code`] covers.
+const MAX_CODE_HOOKS: usize = 32;
+
+/// Covers every executable area of the page table with a memory hook that
+/// never fires, and no other area.
+///
+/// After translating a block, Unicorn scans its whole TLB to put the block's
+/// page back on the slow write path (so that a write to translated code is
+/// seen) — unless a memory hook covers the block's address: then it keeps
+/// every page under such a hook on the slow write path instead. The scan
+/// walks the TLB of every address-space mode (many on AArch64), and exact
+/// stops translate blocks at every stop (`track`; BENCHMARKS.md). Only code
+/// pages pay the slow path here; the data areas, which the guest writes,
+/// stay uncovered. The hook (an unmapped-fetch hook) could
+/// only fire for an address the TLB-fill hook gave without physical memory
+/// behind it, which identity mapping rules out, and it declines to handle it,
+/// as no hook would.
+///
+/// At most [`MAX_CODE_HOOKS`] areas are covered (the lowest): Unicorn walks
+/// its hook list at every translation, and a guest may map code in many
+/// pieces. The others only lose the speed-up.
+pub(crate) fn cover_code(uc: &mut Engine) -> Result<(), uc_error> {
+    let wanted: Vec<(u64, u64)> = uc
+        .get_data()
+        .pages
+        .areas()
+        .filter(|area| area.perms.contains(Perms::EXEC))
+        .map(|area| (area.start, area.end))
+        .take(MAX_CODE_HOOKS)
+        .collect();
+    let current = std::mem::take(&mut uc.get_data_mut().code_hooks);
+    let mut kept = Vec::with_capacity(wanted.len());
+    for (range, id) in current {
+        if wanted.contains(&range) {
+            kept.push((range, id));
+        } else {
+            uc.remove_hook(id)?;
+        }
+    }
+    for range in wanted {
+        if !kept.iter().any(|&(r, _)| r == range) {
+            let id = uc.add_mem_hook(HookType::MEM_FETCH_UNMAPPED, range.0, range.1 - 1, |_, _, _, _, _| false)?;
+            kept.push((range, id));
+        }
+    }
+    uc.get_data_mut().code_hooks = kept;
+    Ok(())
 }
 
 fn trap_syscall(uc: &mut Unicorn<'_, Shared>, machine: &'static dyn Machine) {

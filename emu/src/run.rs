@@ -167,7 +167,7 @@ impl Emulator {
                 Some(cut) => {
                     self.uc
                         .ctl_remove_cache(cut.start, cut.start.saturating_add(1))
-                        .map_err(self.engine_error("drop a translation"))?;
+                        .map_err(|err| self.engine_error("drop a translation")(err))?;
                     cut.at
                 }
                 // Unicorn always has an exit address; 0 is never code.
@@ -179,7 +179,7 @@ impl Emulator {
                 // The translation that ends at the exit address must not be reused.
                 self.uc
                     .ctl_remove_cache(cut.start, cut.start.saturating_add(1))
-                    .map_err(self.engine_error("drop a translation"))?;
+                    .map_err(|err| self.engine_error("drop a translation")(err))?;
             }
             self.report_undecodable();
             let shared = self.uc.get_data_mut();

@@ -2,40 +2,54 @@
 //! stack, from a hook on every translated block.
 //!
 //! A per-instruction hook costs as much as everything else the engine does,
-//! so the emulator works per block. At the start of each block the previous
-//! one has run to its end: its instructions are counted and its last
-//! instruction, the only one that can transfer control, is applied to the
-//! [`ShadowStack`]. Each block is decoded once ([`crate::flow`]) and cached
-//! by address and size.
+//! so the emulator works per block. A block's instructions are counted when
+//! it starts; at the start of the next one it has run to its end, and its
+//! last instruction, the only one that can transfer control, is applied to
+//! the [`ShadowStack`]. Each block is decoded once ([`crate::flow`]) and
+//! cached by address and size.
+//!
+//! The block hook runs once per executed block (every few guest
+//! instructions), so its common path is kept to a few instructions: Unicorn
+//! calls it directly with the tracker as its argument (no wrapper), it reads
+//! one 16-byte slot of a direct-mapped table, and it leaves calls, returns,
+//! first sights and stops to functions of their own. What remains is mostly
+//! the engine's call itself (BENCHMARKS.md, "Emulator throughput").
 //!
 //! Two things cut a block short, and both are settled when the engine
 //! returns (`finish_run`): a fault or trap inside it (the PC then
-//! says how many of its instructions ran, and its last instruction did not
-//! run unless the PC is past it), and a stop. A stop at instruction N is
-//! exact: if N is the first instruction of a block, the block hook stops the
+//! says how many of its instructions ran, the rest are taken back from the
+//! count, and its last instruction did not run unless the PC is past it),
+//! and a stop. A stop at instruction N is exact: if N is the first
+//! instruction of a block, the block hook stops the
 //! engine before the block runs; if N is inside a block, the hook records a
 //! `Cut`, stops the engine, and the run loop re-runs the block alone with
 //! Unicorn's exit address set to instruction N (its translation is dropped
 //! before and after, as Unicorn checks exit addresses when it translates).
-//! Resuming at N translates a block that starts there. Either way no
-//! instruction runs twice and none is counted twice, which is what the naive
-//! version of this got wrong.
+//! Resuming at N translates a block that starts there. Both parts of the
+//! cut block are known from the whole one, so neither is decoded again.
+//! Either way no instruction runs twice and none is counted twice, which is
+//! what the naive version of this got wrong.
 //!
 //! [`Tracking::Instructions`] adds the slow reference: a per-instruction hook
 //! that decodes every instruction and keeps its own stack, applying each
 //! instruction when the next one starts. Tests compare the two at every
 //! stop, together with the two instruction counts.
 //!
-//! The hooks are free functions on the engine rather than methods, so that
-//! they can read a register or guest memory between uses of the tracker,
-//! which lives in the engine's shared data (`Tracked`).
+//! The per-instruction hook and `finish_run` are free functions on the
+//! engine rather than methods, so that they can read a register or guest
+//! memory between uses of the tracker, which lives in the engine's shared
+//! data (`Tracked`); the block hook is a method of the tracker and reaches
+//! the engine through Unicorn's C handle (`RawEngine`).
 
 use crate::arch::facts::ArchInfo;
 use crate::flow::{Decoder, Flow, Transfer};
 use crate::shadow::{After, ShadowStack};
 use std::collections::HashMap;
+use std::ffi::{c_int, c_void};
 use std::hash::{BuildHasherDefault, Hasher};
-use unicorn_engine::Unicorn;
+use unicorn_engine::{
+    uc_emu_stop, uc_engine, uc_error, uc_hook, uc_hook_add, uc_mem_read, uc_reg_read, HookType, Unicorn,
+};
 
 /// Engine data that holds a [`Tracker`]: the engine's `Shared`. The hooks
 /// take it as a bound rather than as that type, so that this file does not
@@ -79,27 +93,32 @@ struct BlockInfo {
     last: Transfer,
 }
 
-/// What the block hook needs of a block, copied out of [`BlockInfo`] so the
-/// common path touches one small slot.
+/// What the block hook needs of a block, in 16 bytes: the hook reads one
+/// slot of [`Tracker::table`] per executed block, so it stays in the
+/// first-level cache. The last instruction's `next` address is the block's
+/// end (a block that could not be fully decoded ends in a plain one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Entry {
+struct Slot {
     addr: u64,
     size: u32,
     /// Number of instructions.
-    len: u32,
-    last: Transfer,
-    /// Index into [`Tracker::infos`].
-    index: u32,
+    len: u16,
+    flow: Flow,
+    conditional: bool,
 }
 
-impl Entry {
-    /// An empty slot: no block has size 0.
-    const EMPTY: Entry = Entry { addr: 0, size: 0, len: 0, last: Transfer::PLAIN, index: 0 };
+impl Slot {
+    /// An empty slot; no block starts at the last address with size 0.
+    const EMPTY: Slot = Slot { addr: u64::MAX, size: 0, len: 0, flow: Flow::Plain, conditional: false };
+
+    /// What the block's last instruction does.
+    fn last(&self) -> Transfer {
+        Transfer { flow: self.flow, next: self.addr.wrapping_add(u64::from(self.size)), conditional: self.conditional }
+    }
 }
 
 /// Multiplicative hashing for code addresses: deterministic, and cheap
-/// enough for a lookup per block (SipHash would cost as much as the rest of
-/// the hook).
+/// enough for the cold lookups (SipHash would cost as much as decoding).
 #[derive(Debug, Default, Clone, Copy)]
 struct AddrHasher(u64);
 
@@ -128,8 +147,8 @@ impl Hasher for AddrHasher {
 
 type AddrMap<K, V> = HashMap<K, V, BuildHasherDefault<AddrHasher>>;
 
-/// Slots of the direct-mapped block cache in front of the map (a power of
-/// two; small enough to stay in the first-level data cache).
+/// Slots of the direct-mapped block table (a power of two; 16 KiB, small
+/// enough to stay in the first-level data cache next to the engine's own).
 const SLOTS: usize = 1 << 10;
 
 fn slot(addr: u64) -> usize {
@@ -156,7 +175,9 @@ pub(crate) struct Reference {
 #[derive(Debug)]
 pub(crate) struct Tracker {
     pub(crate) mode: Tracking,
-    /// Guest instructions executed so far.
+    /// Guest instructions executed so far. While the engine runs it already
+    /// includes the whole block that started last ([`Tracker::cur`]);
+    /// `finish_run` takes back what of it did not run.
     pub(crate) icount: u64,
     /// Stop before executing instruction number `stop_at` (counting from 0).
     pub(crate) stop_at: u64,
@@ -166,12 +187,12 @@ pub(crate) struct Tracker {
     lr_reg: Option<i32>,
     blocks: AddrMap<(u64, u32), u32>,
     infos: Vec<BlockInfo>,
-    /// Recently used blocks, by a hash of the address: the block hook's
-    /// lookup, which the map would make several times slower.
-    recent: Box<[Entry]>,
-    /// The block that started last and has not been retired, as its slot in
-    /// `recent` (which only the lookup after retiring may overwrite).
-    cur: Option<u32>,
+    /// Decoded blocks by a hash of the address: the block hook's lookup,
+    /// which the map would make several times slower.
+    table: Box<[Slot; SLOTS]>,
+    /// The block that started last, counted but not retired
+    /// ([`Slot::EMPTY`] if none).
+    cur: Slot,
     /// A stop inside a block, for the run loop.
     pub(crate) cut: Option<Cut>,
     /// The ground-truth stack.
@@ -203,73 +224,196 @@ fn after_for<D>(uc: &Unicorn<'_, D>, t: &Tracker, stack: &ShadowStack, last: Tra
     stack.needs_registers(last, next_pc).then(|| after(uc, t))
 }
 
-/// The block hook: retires the previous block, then counts or stops before
-/// this one.
-pub(crate) fn on_block<D: Tracked>(uc: &mut Unicorn<'_, D>, addr: u64, size: u32) {
-    let t = tracker(uc);
-    if let Some(cur) = t.cur.take() {
-        let cur = t.recent[cur as usize];
-        t.icount += u64::from(cur.len);
-        // Most blocks end in a plain instruction or a direct branch.
-        if cur.last.flow != Flow::Plain {
-            retire_transfer(uc, cur.last, addr);
+/// The engine as the block hook sees it: Unicorn's handle, used through the
+/// C interface. The block hook is the one call per executed block; the
+/// crate's hook wrapper would add a reference-count round trip to each
+/// call, so the hook is registered directly ([`add_block_hook`]).
+#[derive(Clone, Copy)]
+struct RawEngine(*mut uc_engine);
+
+impl RawEngine {
+    /// A register (0 if the id is wrong, which the architecture tables rule out).
+    fn reg(self, id: i32) -> u64 {
+        let mut value = 0u64;
+        // SAFETY: the handle is the live engine calling the hook; every
+        // register the tracker reads (SP, PC, link register) is 64 bits wide.
+        let err = unsafe { uc_reg_read(self.0, id, (&raw mut value).cast()) };
+        if err == uc_error::OK {
+            value
+        } else {
+            0
         }
     }
-    let t = tracker(uc);
-    if let Some(reference) = &mut t.reference {
-        reference.block_started = true;
-    }
-    let index = slot(addr);
-    let cached = t.recent[index];
-    let entry = if cached.addr == addr && cached.size == size { cached } else { block(uc, addr, size) };
-    let t = tracker(uc);
-    let remaining = t.stop_at.saturating_sub(t.icount);
-    if remaining >= u64::from(entry.len) {
-        t.cur = Some(index as u32);
-        return;
-    }
-    // The stop is before this block (0) or inside it.
-    if remaining > 0 {
-        let at = addr + u64::from(t.infos[entry.index as usize].starts[remaining as usize]);
-        t.cut = Some(Cut { start: addr, at });
-    }
-    let _ = uc.emu_stop();
-}
 
-/// Applies a completed control transfer to the ground-truth stack.
-fn retire_transfer<D: Tracked>(uc: &mut Unicorn<'_, D>, last: Transfer, next_pc: u64) {
-    let t = uc.get_data().tracker();
-    let regs = after_for(uc, t, &t.stack, last, next_pc);
-    tracker(uc).stack.apply(last, next_pc, regs);
-}
-
-/// The block at `addr` of `size` bytes, decoding it on first sight.
-fn block<D: Tracked>(uc: &mut Unicorn<'_, D>, addr: u64, size: u32) -> Entry {
-    let known = tracker(uc).blocks.get(&(addr, size)).copied();
-    let index = match known {
-        Some(index) => index,
-        None => {
-            // The engine has just translated these bytes, so they are mapped.
-            let code = uc.mem_read_as_vec(addr, size as usize).unwrap_or_default();
-            let t = tracker(uc);
-            if t.infos.len() >= MAX_CACHED {
-                t.forget_code();
-            }
-            let block = t.decoder.block(&code, addr);
-            if !block.complete {
-                t.undecodable.push(addr);
-            }
-            let index = t.infos.len() as u32;
-            t.infos.push(BlockInfo { start: addr, starts: block.starts.into(), last: block.last });
-            t.blocks.insert((addr, size), index);
-            index
+    /// `size` bytes of code at `addr` (empty if they cannot be read).
+    fn code(self, addr: u64, size: u32) -> Vec<u8> {
+        let mut code = vec![0u8; size as usize];
+        // SAFETY: the handle is the live engine; the buffer holds `size` bytes.
+        let err = unsafe { uc_mem_read(self.0, addr, code.as_mut_ptr().cast(), u64::from(size)) };
+        if err == uc_error::OK {
+            code
+        } else {
+            Vec::new()
         }
+    }
+
+    /// Stops the engine before the block that is starting runs.
+    fn stop(self) {
+        // SAFETY: the handle is the live engine calling the hook.
+        let _ = unsafe { uc_emu_stop(self.0) };
+    }
+}
+
+/// Installs the block hook on `uc`, whose shared data holds the tracker.
+///
+/// Unicorn compiles a direct call to the only block hook into each
+/// translated block; the hook gets the tracker itself as its user data.
+pub(crate) fn add_block_hook<D: Tracked>(uc: &mut Unicorn<'_, D>) -> Result<(), uc_error> {
+    let tracker: *mut Tracker = uc.get_data_mut().tracker_mut();
+    let callback: unsafe extern "C" fn(*mut uc_engine, u64, u32, *mut c_void) = on_block;
+    let mut handle: uc_hook = 0;
+    // SAFETY: the tracker lives in the engine's shared data, which the
+    // `Unicorn` keeps in one heap allocation for the engine's whole life
+    // (never moved; fields are replaced in place) and drops only after
+    // closing the engine, which removes the hook. Unicorn calls hooks one
+    // at a time, from inside `emu_start`, while no Rust reference to the
+    // shared data is live.
+    let err = unsafe {
+        uc_hook_add(
+            uc.get_handle(),
+            &raw mut handle,
+            HookType::BLOCK.0 as c_int,
+            callback as *mut c_void,
+            tracker.cast(),
+            1,
+            0,
+        )
     };
-    let t = tracker(uc);
-    let info = &t.infos[index as usize];
-    let entry = Entry { addr, size, len: info.starts.len() as u32, last: info.last, index };
-    t.recent[slot(addr)] = entry;
-    entry
+    err.into()
+}
+
+/// The block hook, as Unicorn calls it: retires the previous block, then
+/// counts this one or stops before it.
+unsafe extern "C" fn on_block(uc: *mut uc_engine, addr: u64, size: u32, tracker: *mut c_void) {
+    // SAFETY: `tracker` is the one `add_block_hook` registered (see there).
+    let t = unsafe { &mut *tracker.cast::<Tracker>() };
+    t.on_block(RawEngine(uc), addr, size);
+}
+
+impl Tracker {
+    /// The block hook's work: the common case is one table slot read, one
+    /// compare and an addition; calls, returns, first sights and stops
+    /// leave it for functions of their own.
+    #[inline]
+    fn on_block(&mut self, uc: RawEngine, addr: u64, size: u32) {
+        // Fields are read in place rather than through copies of the slots:
+        // a narrow load from a wider copy just stored stalls.
+        // Most blocks end in a plain instruction or a direct branch.
+        if self.cur.flow != Flow::Plain {
+            self.retire(uc, self.cur, addr);
+        }
+        if let Some(reference) = &mut self.reference {
+            reference.block_started = true;
+        }
+        let index = slot(addr);
+        if self.table[index].addr != addr || self.table[index].size != size {
+            self.decode(uc, addr, size);
+        }
+        let end = self.icount + u64::from(self.table[index].len);
+        if end > self.stop_at {
+            self.stop_in(uc, self.table[index]);
+            return;
+        }
+        self.icount = end;
+        self.cur = self.table[index];
+    }
+
+    /// Applies the completed control transfer ending `block` to the
+    /// ground-truth stack; execution went on at `next_pc`.
+    #[inline(never)]
+    fn retire(&mut self, uc: RawEngine, block: Slot, next_pc: u64) {
+        let last = block.last();
+        let regs = self.stack.needs_registers(last, next_pc).then(|| {
+            // Each register read is a call into the engine.
+            let lr = self.lr_reg.filter(|_| ShadowStack::needs_link_register(last)).map(|lr| uc.reg(lr));
+            After { sp: uc.reg(self.sp_reg), lr }
+        });
+        self.stack.apply(last, next_pc, regs);
+    }
+
+    /// The stop is before `block` or inside it: stops the engine before the
+    /// block runs, recording the cut for the run loop if the stop is inside.
+    #[cold]
+    fn stop_in(&mut self, uc: RawEngine, block: Slot) {
+        self.cur = Slot::EMPTY;
+        let remaining = self.stop_at.saturating_sub(self.icount);
+        if remaining > 0 {
+            if let Some(info) = self.info(block) {
+                let at = block.addr + u64::from(info.starts[remaining as usize]);
+                self.cut = Some(Cut { start: block.addr, at });
+                self.record_parts(block, remaining as usize);
+            }
+        }
+        uc.stop();
+    }
+
+    /// Records the two blocks a cut before instruction `r` of `block`
+    /// makes the engine translate, as parts of the decoded block, so that
+    /// neither costs a decode: the cut run's block up to the stop (its last
+    /// instruction is one in the middle, so plain) and the block the run
+    /// resumes with, which ends where `block` does.
+    fn record_parts(&mut self, block: Slot, r: usize) {
+        let Some(info) = self.info(block) else { return };
+        let split = info.starts[r];
+        let head = BlockInfo { start: block.addr, starts: info.starts[..r].into(), last: Transfer::PLAIN };
+        let tail = BlockInfo {
+            start: block.addr + u64::from(split),
+            starts: info.starts[r..].iter().map(|&offset| offset - split).collect(),
+            last: info.last,
+        };
+        let parts = [((head.start, split), head), ((tail.start, block.size - split), tail)];
+        for (key, part) in parts {
+            if self.infos.len() < MAX_CACHED && !self.blocks.contains_key(&key) {
+                self.blocks.insert(key, self.infos.len() as u32);
+                self.infos.push(part);
+            }
+        }
+    }
+
+    /// The decoded block `block` (its full record).
+    fn info(&self, block: Slot) -> Option<&BlockInfo> {
+        let index = *self.blocks.get(&(block.addr, block.size))?;
+        self.infos.get(index as usize)
+    }
+
+    /// Puts the block at `addr` of `size` bytes in its table slot, decoding
+    /// it on first sight.
+    #[cold]
+    #[inline(never)]
+    fn decode(&mut self, uc: RawEngine, addr: u64, size: u32) {
+        let index = match self.blocks.get(&(addr, size)) {
+            Some(&index) => index,
+            None => {
+                // The engine has just translated these bytes, so they are mapped.
+                let code = uc.code(addr, size);
+                if self.infos.len() >= MAX_CACHED {
+                    self.forget_code();
+                }
+                let block = self.decoder.block(&code, addr);
+                if !block.complete {
+                    self.undecodable.push(addr);
+                }
+                let index = self.infos.len() as u32;
+                self.infos.push(BlockInfo { start: addr, starts: block.starts.into(), last: block.last });
+                self.blocks.insert((addr, size), index);
+                index
+            }
+        };
+        let info = &self.infos[index as usize];
+        // Unicorn's blocks hold at most 512 instructions.
+        let len = u16::try_from(info.starts.len()).unwrap_or(u16::MAX);
+        self.table[slot(addr)] = Slot { addr, size, len, flow: info.last.flow, conditional: info.last.conditional };
+    }
 }
 
 /// The per-instruction hook ([`Tracking::Instructions`]): applies the
@@ -302,25 +446,26 @@ pub(crate) fn on_instruction<D: Tracked>(uc: &mut Unicorn<'_, D>, addr: u64, siz
 }
 
 /// Settles the block (and instruction) that were running when the engine
-/// returned: counts what ran of them and applies a last instruction that
-/// completed.
+/// returned: takes back the instructions of the block that did not run
+/// and applies its last instruction if it completed.
 pub(crate) fn finish_run<D: Tracked>(uc: &mut Unicorn<'_, D>) {
     let t = uc.get_data().tracker();
     let pc = reg(uc, t.pc_reg);
     let regs = after(uc, t);
     let t = tracker(uc);
-    if let Some(cur) = t.cur.take() {
-        let cur = t.recent[cur as usize];
-        let info = &t.infos[cur.index as usize];
+    let cur = std::mem::replace(&mut t.cur, Slot::EMPTY);
+    if cur != Slot::EMPTY {
         let len = u64::from(cur.len);
         // Stopped at one of the block's instructions: those before it ran.
-        let ran = u32::try_from(pc.wrapping_sub(info.start))
-            .ok()
-            .and_then(|offset| info.starts.binary_search(&offset).ok())
-            .map_or(len, |i| i as u64);
-        t.icount += ran;
+        let ran = t.info(cur).map_or(len, |info| {
+            u32::try_from(pc.wrapping_sub(info.start))
+                .ok()
+                .and_then(|offset| info.starts.binary_search(&offset).ok())
+                .map_or(len, |i| i as u64)
+        });
+        t.icount -= len - ran;
         if ran == len {
-            t.stack.apply(cur.last, pc, Some(regs));
+            t.stack.apply(cur.last(), pc, Some(regs));
         }
     }
     if let Some(reference) = &mut t.reference {
@@ -346,8 +491,8 @@ impl Tracker {
             lr_reg: info.ra,
             blocks: AddrMap::default(),
             infos: Vec::new(),
-            recent: vec![Entry::EMPTY; SLOTS].into_boxed_slice(),
-            cur: None,
+            table: Box::new([Slot::EMPTY; SLOTS]),
+            cur: Slot::EMPTY,
             cut: None,
             stack: ShadowStack::new(),
             reference: (mode == Tracking::Instructions).then(Reference::default),
@@ -371,8 +516,8 @@ impl Tracker {
     pub(crate) fn forget_code(&mut self) {
         self.blocks.clear();
         self.infos.clear();
-        self.recent.fill(Entry::EMPTY);
-        self.cur = None;
+        self.table.fill(Slot::EMPTY);
+        self.cur = Slot::EMPTY;
         if let Some(reference) = &mut self.reference {
             reference.insns.clear();
         }
