@@ -97,6 +97,7 @@ pub mod objects;
 mod page;
 mod process;
 mod procs;
+mod regs;
 mod run;
 mod sched;
 pub mod shadow;

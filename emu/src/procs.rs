@@ -83,7 +83,7 @@ pub enum ProcessEvent {
         /// A killed thread's user registers as it was last switched out
         /// (where it was preempted, or its system call); `None` for a
         /// thread that ended on the CPU, whose registers are the engine's.
-        regs: Option<Box<crate::emulator::Regs>>,
+        regs: Option<Box<crate::regs::Regs>>,
     },
     /// `parent` created `child` with `fork`, `vfork` or `clone`; the CPU still runs the parent.
     Fork {
