@@ -3,16 +3,17 @@
 //! grace period, and the exit hook — step by step, with the interleaving
 //! points where an NMI on the same task can strike.
 
+use crate::arch::UserRegs;
 use crate::entry::Notify;
 use crate::event::EventKind;
 use crate::interleave::Point;
 use crate::kernel::{Kernel, MutexWaiter, UnwindWork};
 use crate::memory::{Access, CopiedStack, UserMemory};
 use crate::types::{
-    Cookie, ExitPath, KernelVersion, Tid, UnwindCache, WorkId, EBUSY, EINVAL, INIT_WAITING, RESERVED_BITS,
+    Cookie, ExitPath, KernelVersion, MmId, Tid, UnwindCache, WorkId, EBUSY, EINVAL, INIT_WAITING, RESERVED_BITS,
     UNWIND_PENDING, UNWIND_USED,
 };
-use crate::unwind::{unwind_user, Trace};
+use crate::unwind::{unwind_user, unwind_user_interleaved, SframeRegistry, Trace, UnwindConfig};
 
 impl Kernel {
     fn all_bits(&self) -> u64 {
@@ -201,9 +202,9 @@ impl Kernel {
         let trace: Trace = match &copy {
             Some(copy) if self.task(tid).mm.is_none() => {
                 let view = CopiedStack { base: copy.base, bytes: &copy.bytes, rest: mem };
-                unwind_user(&regs, &view, &mut self.mms[mm.0].sframe, Access::Faultable, &cfg)
+                self.walk_user(tid, mm, &regs, &view, &cfg)
             }
-            _ => unwind_user(&regs, mem, &mut self.mms[mm.0].sframe, Access::Faultable, &cfg),
+            _ => self.walk_user(tid, mm, &regs, mem, &cfg),
         };
         let faults = mem.fault_count() - before;
         self.stats.unwinds += 1;
@@ -413,5 +414,29 @@ impl Kernel {
         self.log(cpu, Some(tid), EventKind::ExitHook { variant });
         self.process_unwind_deferred(tid, mem, "exit");
         self.task_mut(tid).work_queued = false;
+    }
+}
+
+impl Kernel {
+    /// `unwind_user()` of `tid`'s stack in `mm`, faultable. With an
+    /// interleaver installed, [`Point::UnwindBetweenLookups`] is reached
+    /// between one frame's `sframe_find()` and the next: the table is put
+    /// back in the mm for the hook (which may register or remove sections)
+    /// and taken out again for the next lookup.
+    fn walk_user(&mut self, tid: Tid, mm: MmId, regs: &UserRegs, mem: &dyn UserMemory, cfg: &UnwindConfig) -> Trace {
+        if self.interleaver.is_none() {
+            return unwind_user(regs, mem, &mut self.mms[mm.0].sframe, Access::Faultable, cfg);
+        }
+        let cpu = self.task(tid).cpu;
+        let arch = self.mms[mm.0].arch;
+        let mut table = std::mem::replace(&mut self.mms[mm.0].sframe, SframeRegistry::new(arch));
+        let trace = unwind_user_interleaved(regs, mem, &mut table, Access::Faultable, cfg, &mut |table| {
+            std::mem::swap(&mut self.mms[mm.0].sframe, table);
+            self.point(cpu, Point::UnwindBetweenLookups);
+            self.check_walk_mm(tid, mm, "a lookup of unwind_user()");
+            std::mem::swap(&mut self.mms[mm.0].sframe, table);
+        });
+        self.mms[mm.0].sframe = table;
+        trace
     }
 }

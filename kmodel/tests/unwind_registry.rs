@@ -28,7 +28,7 @@ fn add(
     text: (u64, u64),
     mode: SframeMode,
 ) -> Result<(), RegError> {
-    registry.add(mem, Access::Faultable, sframe, text, mode)
+    registry.add(mem, support::ANY_VMA, Access::Faultable, sframe, text, mode, false)
 }
 
 #[test]
@@ -110,7 +110,10 @@ fn bad_ranges_and_unreadable_headers_are_refused() {
     assert!(matches!(result, Err(RegError::Fault(_))));
     assert_eq!(result.unwrap_err().errno(), -14);
     mem.evict(SFRAME, 1);
-    assert!(matches!(registry.add(&mem, Access::NoFault, range, TEXT, SframeMode::Lab), Err(RegError::Fault(_))));
+    assert!(matches!(
+        registry.add(&mem, support::ANY_VMA, Access::NoFault, range, TEXT, SframeMode::Lab, false),
+        Err(RegError::Fault(_))
+    ));
     add(&mut registry, &mem, range, TEXT, SframeMode::Lab).unwrap();
     assert_eq!(mem.faults(), 1);
 }

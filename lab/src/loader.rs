@@ -14,9 +14,10 @@
 //! is still in the kernel: the same point at which a loader's own call,
 //! made right after (or before) its `mmap`/`munmap`, would reach the kernel.
 
-use emu::{Emulator, Event, Object, Perms, Pid};
+use emu::{Emulator, Event, Object, PageTable, Perms, Pid};
 use kmodel::kernel::Kernel;
 use kmodel::types::MmId;
+use kmodel::unwind::Vma;
 use serde::{Deserialize, Serialize};
 
 /// Which interfaces register SFrame sections (scenario `kernel.registration`).
@@ -39,6 +40,13 @@ impl std::fmt::Display for Registration {
             Registration::Loader => "exec + simulated loader",
         })
     }
+}
+
+/// The emulator's areas as the model's `vma_lookup()` sees them: one VMA
+/// per area, executable when mapped with `PROT_EXEC`. A copy, taken before
+/// the model reads user memory (which borrows the emulator).
+pub(crate) fn emu_vmas(pages: &PageTable) -> Vec<Vma> {
+    pages.areas().map(|a| Vma { start: a.start, end: a.end, exec: a.perms.contains(Perms::EXEC) }).collect()
 }
 
 /// The simulated loader's state for one guest (all its processes).
@@ -94,8 +102,9 @@ impl Loader {
                 still.push((p, object));
                 continue;
             }
+            let vmas = emu_vmas(emu.pages());
             let mem = emu.user_memory();
-            if k.add_sframe(mm, &mem, (start, start.saturating_add(size)), text).is_ok() {
+            if k.add_sframe(mm, &mem, &vmas, (start, start.saturating_add(size)), text).is_ok() {
                 self.registered.push((pid, start));
             }
         }
