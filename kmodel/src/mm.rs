@@ -80,10 +80,11 @@ impl Kernel {
             return 0;
         }
         let removed = self.mms[mm.0].sframe.unmap(start, end);
-        if removed > 0 {
-            self.log(0, None, EventKind::SframeRemove { sframe: start, why: format!("munmap removed {removed}") });
+        for &sframe in &removed {
+            let why = format!("munmap of {start:#x}..{end:#x}");
+            self.log(0, None, EventKind::SframeRemove { sframe, why });
         }
-        removed
+        removed.len()
     }
 
     /// `prctl(option, arg2, arg3, arg4, arg5)` by `tid`, if `option` is one
@@ -122,13 +123,22 @@ impl Kernel {
 
     /// `sframe_register(struct sframe_setup *setup, size_t size)` by `tid`:
     /// an unknown `size` is `-EINVAL` before anything is read; an unreadable
-    /// structure `-EFAULT`; then `sframe_add_section(sframe_start,
-    /// sframe_start + sframe_size, text_start, text_start + text_size)`.
+    /// structure `-EFAULT`; then [`Kernel::sframe_register_setup`].
     pub fn sframe_register(&mut self, tid: Tid, mem: &dyn UserMemory, vmas: &dyn Vmas, setup: u64, size: u64) -> i64 {
-        let (mm, fields) = match self.read_setup(tid, mem, setup, size) {
-            Ok(read) => read,
-            Err(ret) => return ret,
-        };
+        match self.read_setup(tid, mem, setup, size) {
+            Ok(fields) => self.sframe_register_setup(tid, mem, vmas, fields),
+            Err(ret) => ret,
+        }
+    }
+
+    /// `sframe_register()` past the copy of its structure, `fields` =
+    /// `{sframe_start, sframe_size, text_start, text_size}`:
+    /// `sframe_add_section(sframe_start, sframe_start + sframe_size,
+    /// text_start, text_start + text_size)`. A host that calls on a task's
+    /// behalf without a structure in its memory (the lab's simulated
+    /// loader) enters here, so its results and log are the call's.
+    pub fn sframe_register_setup(&mut self, tid: Tid, mem: &dyn UserMemory, vmas: &dyn Vmas, fields: [u64; 4]) -> i64 {
+        let Some(mm) = self.task(tid).mm else { return i64::from(EINVAL) };
         let [sframe_start, sframe_size, text_start, text_size] = fields;
         let sframe = (sframe_start, sframe_start.wrapping_add(sframe_size));
         let text = (text_start, text_start.wrapping_add(text_size));
@@ -136,15 +146,20 @@ impl Kernel {
     }
 
     /// `sframe_unregister(struct sframe_setup *setup, size_t size)` by
-    /// `tid`: the same size and fault rules as [`Kernel::sframe_register`];
-    /// only `sframe_start` may be set (every other field non-zero is
-    /// `-EINVAL`); then the sections starting there are removed (`-EINVAL`
-    /// if none).
+    /// `tid`: the same size and fault rules as [`Kernel::sframe_register`],
+    /// then [`Kernel::sframe_unregister_setup`].
     pub fn sframe_unregister(&mut self, tid: Tid, mem: &dyn UserMemory, setup: u64, size: u64) -> i64 {
-        let (mm, fields) = match self.read_setup(tid, mem, setup, size) {
-            Ok(read) => read,
-            Err(ret) => return ret,
-        };
+        match self.read_setup(tid, mem, setup, size) {
+            Ok(fields) => self.sframe_unregister_setup(tid, fields),
+            Err(ret) => ret,
+        }
+    }
+
+    /// `sframe_unregister()` past the copy of its structure: only
+    /// `sframe_start` may be set (any other field non-zero is `-EINVAL`);
+    /// the sections starting there are removed (`-EINVAL` if none).
+    pub fn sframe_unregister_setup(&mut self, tid: Tid, fields: [u64; 4]) -> i64 {
+        let Some(mm) = self.task(tid).mm else { return i64::from(EINVAL) };
         if fields[1..].iter().any(|&f| f != 0) {
             return i64::from(EINVAL);
         }
@@ -174,9 +189,9 @@ impl Kernel {
         }
     }
 
-    /// The caller's mm and its `struct sframe_setup` (in the task's byte
-    /// order), or the return value that refuses the call.
-    fn read_setup(&self, tid: Tid, mem: &dyn UserMemory, setup: u64, size: u64) -> Result<(MmId, [u64; 4]), i64> {
+    /// The caller's `struct sframe_setup` (in the task's byte order), or
+    /// the return value that refuses the call.
+    fn read_setup(&self, tid: Tid, mem: &dyn UserMemory, setup: u64, size: u64) -> Result<[u64; 4], i64> {
         if size != SFRAME_SETUP_SIZE {
             return Err(i64::from(EINVAL));
         }
@@ -188,7 +203,7 @@ impl Kernel {
             mem.read(setup.wrapping_add(8 * i as u64), &mut bytes, Access::Faultable).map_err(|_| EFAULT)?;
             *field = arch.word(bytes);
         }
-        Ok((mm, fields))
+        Ok(fields)
     }
 
     /// `mmget()`: a task takes `mm` as its mm (spawn, `dup_mm()`,

@@ -92,6 +92,7 @@ impl Kernel {
             self.new_mm(arch)
         });
         let tid = self.alloc_task(&name, child_mm, kthread, cpu, None);
+        self.log(cpu, Some(tid), EventKind::TaskNew { parent: Some(parent), thread: false });
         if let (Some(from), Some(to)) = (parent_mm, child_mm) {
             if self.opts.sframe_table.fork == ForkTable::Copy {
                 let table = self.mms[from.0].sframe.clone();
@@ -108,7 +109,6 @@ impl Kernel {
         if kthread {
             self.task_mut(tid).state = TaskState::Kernel;
         }
-        self.log(cpu, Some(tid), EventKind::TaskNew { parent: Some(parent), thread: false });
         self.check_structure();
         tid
     }

@@ -241,6 +241,7 @@ pub enum MunmapSframe {
 /// `PR_REMOVE_SFRAME`). They changed between revisions (71/72, 74/75,
 /// 78/79, 79/80); the default is the last pair seen in the series.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PrctlNumbers {
     /// `PR_ADD_SFRAME`.
     pub add: u64,
@@ -258,6 +259,7 @@ impl Default for PrctlNumbers {
 /// `sframe_unregister()` (RFC 2026: none is assigned, so the lab picks two
 /// far above every architecture's table, the same on all three).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SyscallNumbers {
     /// `sframe_register`.
     pub register: u64,

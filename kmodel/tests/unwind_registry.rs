@@ -166,10 +166,10 @@ fn unmapping_text_or_sframe_drops_the_entries_it_touches() {
     add(&mut registry, &mem, range, (0x40_0000, 0x40_1000), SframeMode::Lab).unwrap();
     add(&mut registry, &mem, (0x5100_0000, other), (0x40_4000, 0x40_5000), SframeMode::Lab).unwrap();
     // Next to both, touching neither (ranges are half-open here).
-    assert_eq!(registry.unmap(0x40_1000, 0x40_4000), 0);
-    assert_eq!(registry.unmap(range.1, 0x5100_0000), 0);
+    assert_eq!(registry.unmap(0x40_1000, 0x40_4000), Vec::<u64>::new());
+    assert_eq!(registry.unmap(range.1, 0x5100_0000), Vec::<u64>::new());
     // The .sframe mapping of the second, then the text of the first.
-    assert_eq!(registry.unmap(0x5100_0000, 0x5100_1000), 1);
-    assert_eq!(registry.unmap(0x40_0fff, 0x40_1000), 1);
+    assert_eq!(registry.unmap(0x5100_0000, 0x5100_1000), [0x5100_0000]);
+    assert_eq!(registry.unmap(0x40_0fff, 0x40_1000), [SFRAME]);
     assert!(registry.is_empty());
 }

@@ -283,15 +283,21 @@ impl SframeRegistry {
     }
 
     /// Drops the sections whose text or `.sframe` range intersects the
-    /// unmapped range `[start, end)`, returning how many: the lab's
+    /// unmapped range `[start, end)`, returning their section starts: the lab's
     /// `MunmapSframe::Remove` variant. The kernel series has no munmap
     /// hook, so there a stale section lives on until `PR_REMOVE_SFRAME`, a
     /// lookup finds it corrupt, or the mm dies.
-    pub fn unmap(&mut self, start: u64, end: u64) -> usize {
+    pub fn unmap(&mut self, start: u64, end: u64) -> Vec<u64> {
         let hits = |lo: u64, hi: u64| lo < end && start < hi;
-        let before = self.by_text.len();
-        self.by_text.retain(|_, e| !hits(e.text_start, e.text_end) && !hits(e.sframe_start, e.sframe_end));
-        before - self.by_text.len()
+        let mut removed = Vec::new();
+        self.by_text.retain(|_, e| {
+            let keep = !hits(e.text_start, e.text_end) && !hits(e.sframe_start, e.sframe_end);
+            if !keep {
+                removed.push(e.sframe_start);
+            }
+            keep
+        });
+        removed
     }
 
     /// The section covering `ip` (`mtree_load()`). Covered means
