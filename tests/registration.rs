@@ -171,3 +171,49 @@ fn exec_frees_the_old_table_and_registers_the_new_image() {
         assert!(after[0].0 == "remove" && after[0].2.contains("sframe_free_mm"), "{arch}: {after:?}");
     }
 }
+
+/// What the registration guest prints under the kernel model: every
+/// interface's error paths with the series' errnos (under `unwindlab exec`,
+/// with no model, every prctl is EINVAL and every call ENOSYS).
+const REGISTER_ERRORS: &str = "\
+own section: found
+prctl add own (exec registered it)           -17 EEXIST
+prctl remove own                             0 ok
+prctl remove own again                       -22 EINVAL
+prctl remove with arg3 set                   -22 EINVAL
+prctl remove never registered                -22 EINVAL
+prctl unknown option                         -22 EINVAL
+prctl add bad magic                          -22 EINVAL
+prctl add V2 section                         -22 EINVAL
+prctl add section outside any VMA            -22 EINVAL
+prctl add section past its VMA               -22 EINVAL
+prctl add text not executable                -22 EINVAL
+prctl add text past its VMA                  -22 EINVAL
+prctl add zero address                       -22 EINVAL
+prctl add unreadable header                  -14 EFAULT
+prctl add own                                0 ok
+prctl add own overlapping                    -17 EEXIST
+sframe_register size 24                      -22 EINVAL
+sframe_register size 40                      -22 EINVAL
+sframe_register unreadable struct            -14 EFAULT
+sframe_register own (registered)             -17 EEXIST
+sframe_unregister with sframe_size set       -22 EINVAL
+sframe_unregister size 16                    -22 EINVAL
+sframe_unregister own                        0 ok
+sframe_unregister own again                  -22 EINVAL
+sframe_register own                          0 ok
+";
+
+#[test]
+fn a_guests_own_calls_get_the_models_errnos() {
+    for arch in ARCHES {
+        let r = run("register-errors", arch);
+        let out = &r.guests[0].stdout;
+        eprintln!("{arch}:\n{out}");
+        assert_eq!(out, REGISTER_ERRORS, "{arch}");
+        // Each call that got past its own checks reached sframe_add_section():
+        // exec's, eleven prctl adds, two sframe_register() of a good struct.
+        let story = table_story(&r.kernel_events);
+        assert_eq!(story.iter().filter(|(k, _, _)| *k == "add").count(), 1 + 11 + 2, "{arch}: {story:?}");
+    }
+}
