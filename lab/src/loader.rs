@@ -19,7 +19,7 @@
 //! (`Kernel::prctl_sframe`, `Kernel::sframe_register_setup`), so its
 //! results and log events are those of the call a loader would make.
 //!
-//! A guest may also call the interfaces itself: [`model_call`] answers the
+//! A guest may also call the interfaces itself: `model_call` answers the
 //! registration prctl options and system calls at their stop with the
 //! model's return value.
 
