@@ -44,12 +44,33 @@ impl Kernel {
         sframe: (u64, u64),
         text: (u64, u64),
     ) -> Result<(), RegError> {
+        self.sframe_add_section(None, mm, mem, vmas, sframe, text)
+    }
+
+    /// [`Kernel::add_sframe`] by `caller` (a task in one of the interfaces'
+    /// system calls, whose CPU and id the log shows; `None` for exec, which
+    /// the host runs before the task has the new mm).
+    fn sframe_add_section(
+        &mut self,
+        caller: Option<Tid>,
+        mm: MmId,
+        mem: &dyn UserMemory,
+        vmas: &dyn Vmas,
+        sframe: (u64, u64),
+        text: (u64, u64),
+    ) -> Result<(), RegError> {
         let mode = self.opts.sframe_mode();
         let validate = self.opts.sframe_table.full_validation;
         let result = self.mms[mm.0].sframe.add(mem, vmas, Access::Faultable, sframe, text, mode, validate);
         let error = result.as_ref().err().map(|e| e.to_string());
-        self.log(0, None, EventKind::SframeAdd { sframe: sframe.0, text: text.0, error });
+        self.log_by(caller, EventKind::SframeAdd { sframe: sframe.0, text: text.0, error });
         result
+    }
+
+    /// Logs `kind` on `caller`'s CPU with its id, or on CPU 0 for the host.
+    fn log_by(&mut self, caller: Option<Tid>, kind: EventKind) {
+        let cpu = caller.map_or(0, |t| self.task(t).cpu);
+        self.log(cpu, caller, kind);
     }
 
     /// Removes SFrame sections starting at `sframe_start`
@@ -63,9 +84,20 @@ impl Kernel {
     /// here; a walk in progress between two lookups keeps the frames it has
     /// and its next lookup no longer finds the section (it falls back).
     pub fn remove_sframe(&mut self, mm: MmId, sframe_start: u64, who: &str) -> Result<(), RegError> {
+        self.sframe_remove_section(None, mm, sframe_start, who)
+    }
+
+    /// [`Kernel::remove_sframe`] by `caller` (see `sframe_add_section`).
+    fn sframe_remove_section(
+        &mut self,
+        caller: Option<Tid>,
+        mm: MmId,
+        sframe_start: u64,
+        who: &str,
+    ) -> Result<(), RegError> {
         let result = self.mms[mm.0].sframe.remove(sframe_start);
         if result.is_ok() {
-            self.log(0, None, EventKind::SframeRemove { sframe: sframe_start, why: who.into() });
+            self.log_by(caller, EventKind::SframeRemove { sframe: sframe_start, why: who.into() });
         }
         result
     }
@@ -108,7 +140,7 @@ impl Kernel {
         let mm = self.task(tid).mm;
         if option == numbers.add {
             let Some(mm) = mm else { return Some(i64::from(EINVAL)) };
-            let result = self.add_sframe(mm, mem, vmas, (args[0], args[1]), (args[2], args[3]));
+            let result = self.sframe_add_section(Some(tid), mm, mem, vmas, (args[0], args[1]), (args[2], args[3]));
             return Some(errno(result));
         }
         if option == numbers.remove {
@@ -116,7 +148,7 @@ impl Kernel {
                 return Some(i64::from(EINVAL));
             }
             let Some(mm) = mm else { return Some(i64::from(EINVAL)) };
-            return Some(errno(self.remove_sframe(mm, args[0], "prctl(PR_REMOVE_SFRAME)")));
+            return Some(errno(self.sframe_remove_section(Some(tid), mm, args[0], "prctl(PR_REMOVE_SFRAME)")));
         }
         None
     }
@@ -142,7 +174,7 @@ impl Kernel {
         let [sframe_start, sframe_size, text_start, text_size] = fields;
         let sframe = (sframe_start, sframe_start.wrapping_add(sframe_size));
         let text = (text_start, text_start.wrapping_add(text_size));
-        errno(self.add_sframe(mm, mem, vmas, sframe, text))
+        errno(self.sframe_add_section(Some(tid), mm, mem, vmas, sframe, text))
     }
 
     /// `sframe_unregister(struct sframe_setup *setup, size_t size)` by
@@ -163,7 +195,7 @@ impl Kernel {
         if fields[1..].iter().any(|&f| f != 0) {
             return i64::from(EINVAL);
         }
-        errno(self.remove_sframe(mm, fields[0], "sframe_unregister()"))
+        errno(self.sframe_remove_section(Some(tid), mm, fields[0], "sframe_unregister()"))
     }
 
     /// A system call by `tid` that the model implements: the two
