@@ -10,7 +10,7 @@ FUZZ_SECONDS ?= 600
 # The Debian packages the build and the tests need are named, each with its
 # reason, in scripts/debian-packages.txt (installed without Recommends).
 
-.PHONY: all deps preflight build run test lint fuzz bench-sframe bench-kmodel bench-emu clean
+.PHONY: all deps preflight build run test lint fuzz bench-sframe bench-kmodel bench-emu bench-validate clean
 
 all: deps preflight build run
 
@@ -61,6 +61,11 @@ bench-kmodel:
 # Guest instructions per second: no hooks, shadow stack, + NMIs.
 bench-emu:
 	scripts/emu-throughput.sh
+
+# validate --every 997 against exec on Debian's static busybox, three
+# architectures, side by side in one run.
+bench-validate: deps build
+	scripts/bench-validate.sh
 
 clean:
 	$(CARGO) clean

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Prints, for each criterion group named, every function's mean time and its
-ratio to the group's first function, from target/criterion (one run)."""
+ratio to the group's first function, from target/criterion (one run; the
+target directory is $CARGO_TARGET_DIR when set, as cargo's)."""
 import json, os, sys
 
-root = os.path.join(os.path.dirname(__file__), "..", "target", "criterion")
+target = os.environ.get("CARGO_TARGET_DIR") or os.path.join(os.path.dirname(__file__), "..", "target")
+root = os.path.join(target, "criterion")
 for group in sys.argv[1:]:
     gdir = os.path.join(root, group)
     rows = []

@@ -362,6 +362,12 @@ impl Emulator {
 
     // ---- registers and state -------------------------------------------------
 
+    /// Address of the page holding the sigreturn trampolines (the kernel's
+    /// vDSO has them): a return address there is a signal frame's.
+    pub fn trampoline(&self) -> u64 {
+        self.trampoline
+    }
+
     /// The architecture.
     pub fn arch(&self) -> Arch {
         self.machine.info().arch
@@ -471,17 +477,34 @@ impl Emulator {
 
     /// The general registers.
     pub fn regs(&self) -> Result<Regs, Error> {
+        self.regs_with(&|reg| self.uc.reg_read(reg))
+    }
+
+    /// The user registers of thread `tid` of the current process while it
+    /// is off the CPU (as it was last switched out: for a thread preempted
+    /// in user mode, where it was interrupted), or of the thread on the
+    /// CPU. `None` for a thread the process does not have.
+    pub fn thread_regs(&self, tid: crate::procs::Tid) -> Option<Result<Regs, Error>> {
+        if tid == self.task.tid {
+            return Some(self.regs());
+        }
+        let parked = self.procs.get(&self.pid)?.threads.get(&tid)?.as_deref()?;
+        Some(self.regs_with(&|reg| parked.context.reg_read(reg)))
+    }
+
+    /// Registers read with `read` (the engine's, or a saved context's).
+    fn regs_with(&self, read: &dyn Fn(i32) -> Result<u64, uc_error>) -> Result<Regs, Error> {
         let info = self.info();
-        let read = |reg: i32| self.uc.reg_read(reg).map_err(self.engine_error("read a register"));
-        let gprs = info.gprs.iter().map(|&reg| read(reg)).collect::<Result<Vec<_>, _>>()?;
-        let extra = info.extra_dwarf.iter().map(|&reg| read(reg)).collect::<Result<Vec<_>, _>>()?;
+        let get = |reg: i32| read(reg).map_err(self.engine_error("read a register"));
+        let gprs = info.gprs.iter().map(|&reg| get(reg)).collect::<Result<Vec<_>, _>>()?;
+        let extra = info.extra_dwarf.iter().map(|&reg| get(reg)).collect::<Result<Vec<_>, _>>()?;
         Ok(Regs {
             arch: info.arch,
-            pc: read(info.pc)?,
-            sp: read(info.sp)?,
-            fp: read(info.fp)?,
-            ra: info.ra.map(read).transpose()?,
-            tls: self.machine.tls(&self.uc).map_err(self.engine_error("read the thread pointer"))?,
+            pc: get(info.pc)?,
+            sp: get(info.sp)?,
+            fp: get(info.fp)?,
+            ra: info.ra.map(get).transpose()?,
+            tls: self.machine.tls(read).map_err(self.engine_error("read the thread pointer"))?,
             gprs,
             extra,
         })

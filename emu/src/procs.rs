@@ -80,6 +80,10 @@ pub enum ProcessEvent {
         tid: Tid,
         /// How it ended.
         exit: Exit,
+        /// A killed thread's user registers as it was last switched out
+        /// (where it was preempted, or its system call); `None` for a
+        /// thread that ended on the CPU, whose registers are the engine's.
+        regs: Option<Box<crate::emulator::Regs>>,
     },
     /// `parent` created `child` with `fork`, `vfork` or `clone`; the CPU still runs the parent.
     Fork {

@@ -248,8 +248,9 @@ impl Emulator {
         let others: Vec<Tid> = self.cur().threads.keys().copied().filter(|&t| t != me).collect();
         let kill = Exit::Signal { signal: signal::SIGKILL, fault: None, pc: 0 };
         for tid in others {
+            let regs = self.thread_regs(tid).and_then(Result::ok).map(Box::new);
             self.cur_mut().threads.remove(&tid);
-            self.sched.events.push_back(ProcessEvent::ThreadExit { pid, tid, exit: kill });
+            self.sched.events.push_back(ProcessEvent::ThreadExit { pid, tid, exit: kill, regs });
         }
         self.sched.futexes.retain(|w| w.pid != pid);
     }

@@ -196,3 +196,38 @@ fn a_deadlock_names_what_each_thread_waits_for() {
         assert!(err.contains("1000/1000 in futex, 1000/1001 in futex, 1000/1002 in futex"), "{arch}: {err}");
     }
 }
+
+/// A thread killed while it was off the CPU is reported with the registers
+/// it was switched out with (what it enters the kernel with when a model
+/// kills it): at the exec from a non-leader in the committed threaded
+/// guest, the computing sibling's are where it was preempted in its loop,
+/// the leader's are in its `pthread_join` futex call.
+#[test]
+fn killed_threads_carry_the_registers_they_were_switched_out_with() {
+    for arch in Arch::ALL {
+        let exe = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guests/bin").join(arch.name()).join("threads-v3");
+        // The host's files: the thread execs /proc/self/exe.
+        let config = Config { root: Some("/".into()), ..common::config(&exe, &["exec-from-thread"], b"") };
+        let mut emu = Emulator::load(&exe, config).expect("load the guest");
+        let mut switched_out = std::collections::BTreeMap::new();
+        let mut killed = Vec::new();
+        loop {
+            match emu.run(RunLimit::to_exit().and_processes()).expect("run") {
+                Stop::Process(ProcessEvent::Switch { from, to, from_tid, .. }) if from == to => {
+                    if let Some(regs) = emu.thread_regs(from_tid) {
+                        switched_out.insert(from_tid, regs.expect("a parked thread's registers"));
+                    }
+                }
+                Stop::Process(ProcessEvent::ThreadExit { tid, regs: Some(regs), .. }) => killed.push((tid, regs)),
+                Stop::Process(ProcessEvent::Exec { .. }) => break,
+                Stop::Exit(exit) => panic!("{arch}: ended without an exec: {exit:?}"),
+                _ => {}
+            }
+        }
+        assert_eq!(killed.len(), 2, "{arch}: the leader and the computing sibling");
+        for (tid, regs) in &killed {
+            assert_eq!(Some(&**regs), switched_out.get(tid), "{arch}: thread {tid}");
+        }
+        assert_ne!(killed[0].1.pc, killed[1].1.pc, "{arch}");
+    }
+}

@@ -8,9 +8,10 @@
  *   threads thread-exit [N]    a thread calls pthread_exit from a deep stack
  *                              while two others keep computing (N rounds
  *                              at least, and until it is gone)
- *   threads exit-pending [N]   three threads busy in deep stacks forever; a
- *                              fourth calls exit() from its own deep stack
- *                              once they all are (after N rounds of work)
+ *   threads exit-pending [N]   three threads compute in deep stacks, then
+ *                              sleep there for good (nanosleep); a fourth
+ *                              calls exit() from its own deep stack once
+ *                              they all are about to (after N rounds of work)
  *   threads exec-from-thread [N]  a non-leader thread execve's
  *                              /proc/self/exe "after-exec N" from a deep
  *                              stack while another computes; the new image
@@ -26,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define NOINLINE __attribute__((noinline))
@@ -207,16 +209,26 @@ static int thread_exit(int n) {
     return 0;
 }
 
-/* ---- exit-pending: exit() while the other threads are busy ---------------- */
+/* ---- exit-pending: exit() while the other threads sleep in the kernel ---- */
 
-NOINLINE static long spin_bottom(long which) {
+/* Each thread computes, then sleeps in nanosleep() from the bottom of its
+ * deep stack until the process ends: a profiler's request taken as it
+ * enters the call is still pending when exit() kills it (the lab's
+ * `exit-group-many-pending` scenario). */
+NOINLINE static long sleep_bottom(long which) {
+    long s = 0;
+    for (long i = 0; i < 4 + which; i++) s += chain_a(i + which, 12);
+    sink += s;
     started();
-    for (long i = 0;; i++) sink += chain_a(i + which, 12);
+    for (;;) {
+        struct timespec ts = {100000, 0};
+        nanosleep(&ts, NULL);
+    }
     return 0; /* not reached */
 }
 
-static void *spinner(void *arg) {
-    deep(20 + (int)(long)arg * 3, spin_bottom, (long)arg);
+static void *sleeper(void *arg) {
+    deep(20 + (int)(long)arg * 3, sleep_bottom, (long)arg);
     return NULL;
 }
 
@@ -226,7 +238,7 @@ NOINLINE static long exit_now(long code) {
     long s = 0;
     for (int i = 0; i < rounds_before_exit; i++) s += chain_b(i, 12);
     sink += s;
-    printf("exit-pending: exiting with %ld while %d threads run\n", code, busy);
+    printf("exit-pending: exiting with %ld while %d threads sleep\n", code, busy);
     fflush(stdout);
     exit((int)code);
 }
@@ -239,7 +251,7 @@ static void *exit_caller(void *arg) {
 
 static int exit_pending(int n) {
     rounds_before_exit = n > 0 ? n : 20;
-    for (long i = 0; i < 3; i++) spawn(spinner, (void *)i);
+    for (long i = 0; i < 3; i++) spawn(sleeper, (void *)i);
     pthread_t e = spawn(exit_caller, (void *)7L);
     join(e); /* never returns: exit_caller exits the process */
     return 1;

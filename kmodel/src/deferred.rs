@@ -194,42 +194,56 @@ impl Kernel {
         if cache.nr_entries > 0 {
             return Ok(cache.entries[..cache.nr_entries].to_vec());
         }
-        let Some(regs) = copy.as_ref().map(|c| c.regs.clone()).or_else(|| self.task(tid).regs.clone()) else {
-            return Err(EINVAL);
-        };
         let before = mem.fault_count();
-        let cfg = self.opts.unwind.clone();
-        let trace: Trace = match &copy {
-            Some(copy) if self.task(tid).mm.is_none() => {
-                let view = CopiedStack { base: copy.base, bytes: &copy.bytes, rest: mem };
-                self.walk_user(tid, mm, &regs, &view, &cfg)
+        let trace: Trace = if self.interleaver.is_some() {
+            // A test's interleaved walk: owned copies, as the hook needs the
+            // whole kernel between lookups.
+            let task_regs = self.task(tid).regs.clone();
+            let Some(regs) = copy.as_ref().map(|c| c.regs.clone()).or(task_regs) else {
+                return Err(EINVAL);
+            };
+            let cfg = self.opts.unwind.clone();
+            match &copy {
+                Some(copy) if self.task(tid).mm.is_none() => {
+                    let view = CopiedStack { base: copy.base, bytes: &copy.bytes, rest: mem };
+                    self.walk_interleaved(tid, mm, &regs, &view, &cfg)
+                }
+                _ => self.walk_interleaved(tid, mm, &regs, mem, &cfg),
             }
-            _ => self.walk_user(tid, mm, &regs, mem, &cfg),
+        } else {
+            // Split borrows: the registers, the configuration and the
+            // registry are read in place, not copied per unwind.
+            let Kernel { tasks, mms, opts, .. } = self;
+            let task_regs = tasks.get(&tid).and_then(|t| t.regs.as_ref());
+            let Some(regs) = copy.as_ref().map(|c| &c.regs).or(task_regs) else {
+                return Err(EINVAL);
+            };
+            let registry = &mut mms[mm.0].sframe;
+            match &copy {
+                Some(copy) if tasks[&tid].mm.is_none() => {
+                    let view = CopiedStack { base: copy.base, bytes: &copy.bytes, rest: mem };
+                    unwind_user(regs, &view, registry, Access::Faultable, &opts.unwind)
+                }
+                _ => unwind_user(regs, mem, registry, Access::Faultable, &opts.unwind),
+            }
         };
         let faults = mem.fault_count() - before;
         self.stats.unwinds += 1;
         self.stats.task_faults += faults;
         let cpu = self.task(tid).cpu;
-        for sframe in &trace.removed_sections {
-            self.log(cpu, Some(tid), EventKind::SframeRemove { sframe: *sframe, why: "corrupt or faulting".into() });
+        let Trace { entries, methods, stop, removed_sections, .. } = trace;
+        for sframe in removed_sections {
+            self.log(cpu, Some(tid), EventKind::SframeRemove { sframe, why: "corrupt or faulting".into() });
         }
-        self.log(
-            cpu,
-            Some(tid),
-            EventKind::Unwind {
-                nr: trace.entries.len(),
-                methods: trace.methods.clone(),
-                stop: trace.stop.clone(),
-                faultable: true,
-                faults,
-            },
-        );
+        self.log(cpu, Some(tid), EventKind::Unwind { nr: entries.len(), methods, stop, faultable: true, faults });
         let t = self.task_mut(tid);
         let cache = t.info.cache.as_mut().expect("allocated above");
-        cache.entries = trace.entries.clone();
-        cache.nr_entries = trace.entries.len();
+        // The cache keeps its buffer from entry to entry.
+        cache.entries.clear();
+        cache.entries.extend_from_slice(&entries);
+        cache.nr_entries = entries.len();
         t.info.mask |= UNWIND_USED;
-        Ok(trace.entries)
+        Ok(entries)
     }
 
     /// `process_unwind_deferred()`: the task-work handler (also run by the
@@ -418,15 +432,19 @@ impl Kernel {
 }
 
 impl Kernel {
-    /// `unwind_user()` of `tid`'s stack in `mm`, faultable. With an
-    /// interleaver installed, [`Point::UnwindBetweenLookups`] is reached
-    /// between one frame's `sframe_find()` and the next: the table is put
+    /// `unwind_user()` of `tid`'s stack in `mm`, faultable, with an
+    /// interleaver installed: [`Point::UnwindBetweenLookups`] is reached
+    /// between one frame's `sframe_find()` and the next; the table is put
     /// back in the mm for the hook (which may register or remove sections)
     /// and taken out again for the next lookup.
-    fn walk_user(&mut self, tid: Tid, mm: MmId, regs: &UserRegs, mem: &dyn UserMemory, cfg: &UnwindConfig) -> Trace {
-        if self.interleaver.is_none() {
-            return unwind_user(regs, mem, &mut self.mms[mm.0].sframe, Access::Faultable, cfg);
-        }
+    fn walk_interleaved(
+        &mut self,
+        tid: Tid,
+        mm: MmId,
+        regs: &UserRegs,
+        mem: &dyn UserMemory,
+        cfg: &UnwindConfig,
+    ) -> Trace {
         let cpu = self.task(tid).cpu;
         let arch = self.mms[mm.0].arch;
         let mut table = std::mem::replace(&mut self.mms[mm.0].sframe, SframeRegistry::new(arch));

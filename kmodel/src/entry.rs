@@ -188,7 +188,10 @@ impl Kernel {
             let t = self.task_mut(tid);
             t.state = TaskState::Kernel;
             t.entries += 1;
-            t.regs = user_regs.or_else(|| t.regs.clone());
+            // Without new registers the saved ones stay (moved, not copied).
+            if let Some(regs) = user_regs {
+                t.regs = Some(regs);
+            }
         }
         let nested = self.cpus[cpu].in_nmi;
         self.cpus[cpu].in_nmi = true;

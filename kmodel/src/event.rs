@@ -244,10 +244,10 @@ pub enum EventKind {
     },
     /// A tracer wrote a record to a ring buffer.
     Record {
-        /// Tracer name.
-        tracer: String,
+        /// Tracer name (shared with the session: no copy per record).
+        tracer: std::sync::Arc<str>,
         /// Record type.
-        record: String,
+        record: &'static str,
         /// Bytes written.
         bytes: u64,
     },

@@ -1,8 +1,9 @@
 //! User memory as the kernel sees it: any read may fault, and whether a
 //! fault may be served depends on the context (NMI: no; task work: yes).
 
-use std::cell::RefCell;
+use std::cell::Cell;
 use std::collections::BTreeMap;
+use std::rc::Rc;
 
 use sframe::{ByteSource, Fault};
 
@@ -84,16 +85,25 @@ pub const PAGE_SIZE: u64 = 4096;
 
 /// A simple user memory for tests and the pure model: mapped pages with a
 /// residency bit, fault counting, big- or little-endian word helpers.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct PagedMemory {
-    pages: BTreeMap<u64, Page>,
-    faults: RefCell<u64>,
+    pages: BTreeMap<u64, Rc<Page>>,
+    faults: Cell<u64>,
+    /// The page the last read touched: a walk reads one stack page over
+    /// and over, so most reads skip the map lookup. Cleared by `unmap`.
+    last: Cell<Option<(u64, Rc<Page>)>>,
+}
+
+impl std::fmt::Debug for PagedMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PagedMemory").field("pages", &self.pages.len()).field("faults", &self.faults).finish()
+    }
 }
 
 #[derive(Debug)]
 struct Page {
     bytes: Box<[u8; PAGE_SIZE as usize]>,
-    resident: RefCell<bool>,
+    resident: Cell<bool>,
 }
 
 impl PagedMemory {
@@ -107,20 +117,23 @@ impl PagedMemory {
         let first = addr / PAGE_SIZE;
         let last = (addr + len.max(1) - 1) / PAGE_SIZE;
         for page in first..=last {
-            self.pages
-                .entry(page)
-                .or_insert_with(|| Page { bytes: Box::new([0; PAGE_SIZE as usize]), resident: RefCell::new(true) });
+            self.pages.entry(page).or_insert_with(|| {
+                Rc::new(Page { bytes: Box::new([0; PAGE_SIZE as usize]), resident: Cell::new(true) })
+            });
         }
     }
 
     /// Writes bytes (mapping pages as needed; they become resident).
     pub fn write(&mut self, addr: u64, data: &[u8]) {
         self.map(addr, data.len() as u64);
+        // The read cache shares a page; drop it so the page can be changed.
+        *self.last.get_mut() = None;
         for (i, &b) in data.iter().enumerate() {
             let a = addr + i as u64;
             let page = self.pages.get_mut(&(a / PAGE_SIZE)).expect("just mapped");
+            let page = Rc::get_mut(page).expect("only the map holds a page");
             page.bytes[(a % PAGE_SIZE) as usize] = b;
-            *page.resident.borrow_mut() = true;
+            page.resident.set(true);
         }
     }
 
@@ -136,7 +149,7 @@ impl PagedMemory {
         let first = addr / PAGE_SIZE;
         let last = (addr + len.max(1) - 1) / PAGE_SIZE;
         for (_, page) in self.pages.range(first..=last) {
-            *page.resident.borrow_mut() = false;
+            page.resident.set(false);
         }
     }
 
@@ -146,16 +159,17 @@ impl PagedMemory {
         let first = addr / PAGE_SIZE;
         let last = (addr + len.max(1) - 1) / PAGE_SIZE;
         self.pages.retain(|&page, _| page < first || page > last);
+        self.last.set(None);
     }
 
     /// True if the page holding `addr` is mapped and resident.
     pub fn is_resident(&self, addr: u64) -> bool {
-        self.pages.get(&(addr / PAGE_SIZE)).is_some_and(|p| *p.resident.borrow())
+        self.pages.get(&(addr / PAGE_SIZE)).is_some_and(|p| p.resident.get())
     }
 
     /// Faults served so far (faultable reads of non-resident pages).
     pub fn faults(&self) -> u64 {
-        *self.faults.borrow()
+        self.faults.get()
     }
 }
 
@@ -170,28 +184,54 @@ impl UserMemory for PagedMemory {
             return Ok(());
         }
         let Some(end) = addr.checked_add(len - 1) else { return Err(MemError::Unmapped { addr }) };
-        // Check every page first: a failed read has no side effect.
-        for page in addr / PAGE_SIZE..=end / PAGE_SIZE {
+        let (first, last) = (addr / PAGE_SIZE, end / PAGE_SIZE);
+        // Check every page first: a failed read has no side effect. Most
+        // reads (a word, a row) touch one page: one lookup serves both passes.
+        if first == last {
+            let page = match self.last.take() {
+                Some((number, page)) if number == first => page,
+                _ => Rc::clone(self.pages.get(&first).ok_or(MemError::Unmapped { addr })?),
+            };
+            let result = self.copy_out(&page, addr, buf, access);
+            self.last.set(Some((first, page)));
+            return result;
+        }
+        for page in first..=last {
             let at = (page * PAGE_SIZE).max(addr);
             match self.pages.get(&page) {
                 None => return Err(MemError::Unmapped { addr: at }),
-                Some(p) if !*p.resident.borrow() && access == Access::NoFault => {
+                Some(p) if !p.resident.get() && access == Access::NoFault => {
                     return Err(MemError::WouldFault { addr: at })
                 }
                 Some(_) => {}
             }
         }
-        for page in addr / PAGE_SIZE..=end / PAGE_SIZE {
-            let p = &self.pages[&page];
-            if !*p.resident.borrow() {
-                *p.resident.borrow_mut() = true;
-                *self.faults.borrow_mut() += 1;
+        let mut at = addr;
+        let mut done = 0usize;
+        while done < buf.len() {
+            let n = ((PAGE_SIZE - at % PAGE_SIZE) as usize).min(buf.len() - done);
+            let page = &self.pages[&(at / PAGE_SIZE)];
+            self.copy_out(page, at, &mut buf[done..done + n], access)?;
+            done += n;
+            at += n as u64;
+        }
+        Ok(())
+    }
+}
+
+impl PagedMemory {
+    /// Reads `buf` from one page (the range must not cross it), faulting
+    /// it in if `access` allows.
+    fn copy_out(&self, page: &Page, addr: u64, buf: &mut [u8], access: Access) -> Result<(), MemError> {
+        if !page.resident.get() {
+            if access == Access::NoFault {
+                return Err(MemError::WouldFault { addr });
             }
+            page.resident.set(true);
+            self.faults.set(self.faults.get() + 1);
         }
-        for (i, b) in buf.iter_mut().enumerate() {
-            let a = addr + i as u64;
-            *b = self.pages[&(a / PAGE_SIZE)].bytes[(a % PAGE_SIZE) as usize];
-        }
+        let at = (addr % PAGE_SIZE) as usize;
+        buf.copy_from_slice(&page.bytes[at..at + buf.len()]);
         Ok(())
     }
 }

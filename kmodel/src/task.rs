@@ -11,6 +11,7 @@ use crate::event::{EntryReason, EventKind};
 use crate::kernel::{Kernel, Task, TaskState};
 use crate::memory::UserMemory;
 use crate::types::{ForkTable, MmId, Tid, UnwindTaskInfo, UNWIND_PENDING};
+use std::collections::BTreeMap;
 
 /// The exit code of a task killed by SIGKILL (`de_thread()`'s
 /// `zap_other_threads()`): the signal number, as `do_group_exit()` gets it.
@@ -162,17 +163,18 @@ impl Kernel {
     /// queued task_work before looking at signals, so the callback gets
     /// its real stack; then `do_exit()`. The model takes each killed
     /// thread through that now, in id order ([`Kernel::signal_wake_up`]; a
-    /// thread in user mode enters with the registers of its last kernel
-    /// entry). A non-leader then takes the old leader's pid
+    /// thread in user mode enters with its registers from `user_regs`, as
+    /// the host's scheduler switched it out, or else those of its last
+    /// kernel entry). A non-leader then takes the old leader's pid
     /// (`exchange_tids()`), which tracers see from now on: a deferred
     /// record for a request it made before the exec carries the new pid.
     /// Nothing here touches `unwind_info`: the exec'ing task's own pending
     /// request is served on its return into the new image, as for a
     /// single-threaded exec. Returns the threads killed.
-    pub fn de_thread(&mut self, tid: Tid, mem: &dyn UserMemory) -> Vec<Tid> {
+    pub fn de_thread(&mut self, tid: Tid, user_regs: &BTreeMap<Tid, UserRegs>, mem: &dyn UserMemory) -> Vec<Tid> {
         let killed = self.zap_other_threads(tid, SIGKILL_EXIT, "de_thread");
         for &t in &killed {
-            self.signal_wake_up(t, None, mem);
+            self.signal_wake_up(t, user_regs.get(&t).cloned(), mem);
         }
         let (pid, tgid, cpu) = {
             let t = self.task(tid);

@@ -244,7 +244,7 @@ fn de_thread_at_exec_with_requests_pending() {
     let (_, before) = k.nmi_request(1, a, None, &mem);
     assert_eq!(before.id(), cookie(3, 1));
 
-    let killed = k.de_thread(t, &mem);
+    let killed = k.de_thread(t, &std::collections::BTreeMap::new(), &mem);
     assert_eq!(killed, vec![leader]);
     assert_eq!(callbacks(&k), vec![(a.0, cookie(3, 0), walk.len())], "the leader's, with the old stack");
     assert_eq!(k.task(leader).state, TaskState::Dead);

@@ -1,26 +1,134 @@
-//! Why a delivered stack left the ground truth, in words: the frame the
-//! walk could not unwind correctly, where it is (`object!function`), and the
-//! reason, from what the kernel model's walk did (which method found each
-//! frame, why it ended) and what the symbols say about the place.
+//! Why a delivered stack left the ground truth, in words: the first frame
+//! the walk could not unwind correctly (its depth, PC, object and
+//! function), the cause as one of a few named kinds, and the reason in
+//! words, from what the kernel model's walk did (which method found each
+//! frame, why it ended), what the symbols say about the place and what the
+//! object's file says about its code there (its FDEs, its `.sframe` row
+//! and the CFI's row at that PC).
 
 use crate::report::{Report, SampleResult};
+use crate::symbolise::{Located, Names};
 use crate::verdict::Verdict;
 use kmodel::unwind::{Method, Stop};
 use serde::Serialize;
 
+/// The kind of cause a stack left the truth, for grouping and filtering.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Cause {
+    /// No FDE covers the PC: code without CFI, so no SFrame either.
+    NoCfi,
+    /// The PC has CFI, but no registered `.sframe` section covers it.
+    NoSection,
+    /// The return address lies just past a call to a `noreturn` function
+    /// that ends its caller.
+    PastNoreturn,
+    /// The SFrame row there gives a caller other than the truth.
+    WrongRow,
+    /// A register-based SFrame rule below the topmost frame, where the
+    /// registers are the callee's, not this frame's.
+    RegisterRule,
+    /// Another SFrame rule the unwinder refuses (an RA in a link register
+    /// on x86-64, a CFA that does not move toward the caller).
+    BadRule,
+    /// The frame is a signal trampoline: its caller is in the signal frame.
+    SignalFrame,
+    /// The frame-pointer fallback (or walk) found a wrong caller.
+    FpWrong,
+    /// An earlier frame unwound by frame pointers left a wrong stack or
+    /// frame pointer, and the walk went astray from there.
+    FpAstray,
+    /// The frame-pointer chain ended (the FP unwinder's usual end).
+    FpEnded,
+    /// The `.sframe` section was dropped as corrupt.
+    CorruptSection,
+    /// A read of user memory failed: the stack (or `.sframe`) was not there.
+    Fault,
+    /// The walk recorded its most entries.
+    MaxEntries,
+    /// The first entry is not the interrupted PC.
+    FirstEntry,
+}
+
+impl std::fmt::Display for Cause {
+    /// A short label people read: `no CFI`, `past a noreturn call`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Cause::NoCfi => "no CFI",
+            Cause::NoSection => "no registered section",
+            Cause::PastNoreturn => "past a noreturn call",
+            Cause::WrongRow => "wrong SFrame row",
+            Cause::RegisterRule => "register rule below the top",
+            Cause::BadRule => "refused SFrame rule",
+            Cause::SignalFrame => "signal trampoline",
+            Cause::FpWrong => "frame pointers wrong",
+            Cause::FpAstray => "astray after an FP frame",
+            Cause::FpEnded => "frame pointers ended",
+            Cause::CorruptSection => "corrupt section dropped",
+            Cause::Fault => "user memory fault",
+            Cause::MaxEntries => "most entries",
+            Cause::FirstEntry => "first entry",
+        })
+    }
+}
+
 /// The first place a stack went wrong, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Explanation {
-    /// Index of the last right frame: the one the walk failed to unwind.
+    /// Depth of the last right frame (0: the interrupted PC): the one the
+    /// walk failed to unwind.
     pub frame: usize,
     /// Its PC (frame 0) or return address.
     pub pc: u64,
-    /// Where that is: `function+0x12`, `libc.so.6!puts+0x1c`, or hex.
+    /// The object holding it (`libc.so.6`), or `?` where none is mapped.
+    pub object: String,
+    /// Where that is: `function+0x12`, `libc.so.6!puts+0x1c`,
+    /// `busybox!nofde@0x4ed900+0x16a` (code no FDE covers, named by the
+    /// start of its stretch), or hex where no object is mapped.
     pub place: String,
-    /// The function alone (for grouping): `libc.so.6!puts`.
+    /// The function alone (for grouping): `libc.so.6!puts`,
+    /// `libc.so.6!fde@0x27710`, `busybox!nofde@0x4ed900`.
     pub function: String,
+    /// The kind of cause.
+    pub cause: Cause,
     /// Why, in words.
     pub reason: String,
+    /// The object's own `.sframe` row at the PC, in words, if one applies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sframe_row: Option<String>,
+    /// The CFI's row at the PC as an SFrame rule, in words (for a wrong row).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cfi_row: Option<String>,
+    /// The true caller (the truth's next entry), for a wrong stack.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expected: Option<u64>,
+    /// What the walk delivered instead, for a wrong stack.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub got: Option<u64>,
+}
+
+/// Functions that are signal trampolines (glibc's and the kernel's vDSO's
+/// sigreturn stubs on the three architectures).
+const TRAMPOLINES: [&str; 5] =
+    ["__restore_rt", "__restore", "__default_rt_sa_restorer", "__default_sa_restorer", "__kernel_rt_sigreturn"];
+
+/// Where `pc` is, as (place, function): the symbol's names where there is
+/// one, else, in code no FDE covers, `OBJECT!nofde@START` after the start
+/// of that stretch of code (stripped programs have no other name for it).
+fn place_of(names: &Names<'_>, at: Option<&Located<'_>>, pc: u64) -> (String, String) {
+    if let Some(off) = names.trampoline_offset(pc) {
+        return (format!("[vdso]+{off:#x}"), "[vdso]".into());
+    }
+    if names.known_function(pc).is_none() {
+        if let Some(gap) = at.and_then(|l| Some((l, l.code?.gap_at(l.link)?))) {
+            let (l, gap) = gap;
+            // Unprefixed in the guest's own program, as its functions are.
+            let object = if l.program { String::new() } else { format!("{}!", l.file) };
+            let function = format!("{object}nofde@{:#x}", gap.start);
+            return (format!("{function}+{:#x}", l.link - gap.start), function);
+        }
+    }
+    (names.name(pc), names.function(pc))
 }
 
 /// Explains sample `s` of `report` if its stack is truncated or wrong.
@@ -33,51 +141,217 @@ pub fn explain(report: &Report, s: &SampleResult) -> Option<Explanation> {
     let names = report.names(s);
     let Some(frame) = diverged.checked_sub(1) else {
         let pc = s.truth.first().copied().unwrap_or(0);
+        let at = names.locate(pc);
+        let (place, function) = place_of(&names, at.as_ref(), pc);
         return Some(Explanation {
             frame: 0,
             pc,
-            place: names.name(pc),
-            function: names.function(pc),
+            object: at.map_or("?".into(), |l| l.file.to_string()),
+            place,
+            function,
+            cause: Cause::FirstEntry,
             reason: "the first entry is not the interrupted PC".into(),
+            sframe_row: None,
+            cfi_row: None,
+            expected: None,
+            got: None,
         });
     };
     let pc = s.truth[frame];
+    let at = names.locate(pc);
+    let code = at.as_ref().and_then(|l| l.code.map(|c| (l, c)));
+    let (mut place, mut function) = place_of(&names, at.as_ref(), pc);
+    let sframe_row = code.and_then(|(l, c)| c.sframe_row(l.link));
     // A return address that is not in the function of its call: the call to
     // a noreturn function was the last instruction of its caller. Only a
     // known function at the call says so: unnamed places all differ.
     let caller = names.known_function(pc.wrapping_sub(1));
     let past_call = caller.filter(|f| frame > 0 && names.known_function(pc).as_ref() != Some(f)).map(|f| {
+        // Grouped under the function that makes the call, at its last byte.
+        (place, function) = (names.name(pc.wrapping_sub(1)), f.clone());
         format!(
             "the return address lies just past the end of {f} (its last instruction calls a function that \
              never returns); the kernel looks callers up at the return address, not at the call"
         )
     });
+    let trampoline = match names.known_function(pc) {
+        Some(f) if TRAMPOLINES.contains(&f.rsplit('!').next().unwrap_or(&f)) => Some(format!(
+            "{f} is a signal trampoline: its caller is the interrupted code, saved in the signal frame, and a \
+             signal frame's rule is register-based, which the kernel applies only to the topmost frame"
+        )),
+        _ => names.trampoline_offset(pc).map(|_| {
+            "this is the kernel's sigreturn trampoline in the [vdso], which no .sframe covers: its caller is the \
+             interrupted code, saved in the signal frame"
+                .to_string()
+        }),
+    };
     let methods = s.walk.as_ref().map(|w| w.methods.as_slice()).unwrap_or_default();
     let fallback = methods.iter().take(frame).position(|&m| m == Method::Fp);
-    let reason = match (&s.verdict, past_call) {
-        (_, Some(past)) => past,
-        (Verdict::Truncated { .. }, None) => match &s.walk {
-            Some(walk) => stop_in_words(&walk.stop),
-            None => "the walk stopped here".into(),
+    let (expected, got) = match s.verdict {
+        Verdict::Wrong { expected, got, .. } => (expected, Some(got)),
+        _ => (None, None),
+    };
+    let (mut cfi_row, mut sframe_row, mut frame_at) = (None, sframe_row, frame);
+    let (cause, reason) = match (&s.verdict, past_call, trampoline) {
+        (_, Some(past), _) => (Cause::PastNoreturn, past),
+        (_, None, Some(trampoline)) => (Cause::SignalFrame, trampoline),
+        (Verdict::Truncated { .. }, None, None) => match &s.walk {
+            Some(walk) => {
+                let sframe = report.scenario.kernel.unwinders.contains(&Method::Sframe);
+                stop_cause(&walk.stop, sframe, code.map(|(l, c)| (l.file, l.link, c)))
+            }
+            None => (Cause::FpEnded, "the walk stopped here".into()),
         },
-        (Verdict::Wrong { .. }, None) => {
+        (Verdict::Wrong { .. }, None, None) => {
             let sframe_first = report.scenario.kernel.unwinders.first() == Some(&Method::Sframe);
+            let callers = format!(
+                "it gave {} where the truth is {}",
+                got.map_or("nothing".into(), |g| names.name(g)),
+                expected.map_or("the end of the stack".into(), |e| names.name(e))
+            );
             match (methods.get(frame), fallback) {
-                (Some(Method::Fp), _) if sframe_first => {
-                    "no SFrame row applied here, and the frame-pointer fallback found a wrong caller".into()
-                }
-                (Some(Method::Fp), _) => "frame pointers found a wrong caller: this code keeps no frame pointer".into(),
-                (_, Some(at)) => format!(
-                    "the walk went astray after frame {at} ({}) was unwound by frame pointers, \
-                     which left a wrong stack or frame pointer",
-                    names.function(s.truth[at])
+                (Some(Method::Fp), _) if sframe_first => (
+                    Cause::FpWrong,
+                    format!(
+                        "no SFrame row applied here{}, and the frame-pointer fallback found a wrong caller: {callers}",
+                        no_cfi_note(code.map(|(l, c)| (l.link, c)))
+                    ),
                 ),
-                _ => "the SFrame row here gives a wrong caller: the row disagrees with the code".into(),
+                (Some(Method::Fp), _) => (
+                    Cause::FpWrong,
+                    format!("frame pointers found a wrong caller (this code keeps no frame pointer): {callers}"),
+                ),
+                (_, Some(at)) => (
+                    Cause::FpAstray,
+                    format!(
+                        "the walk went astray after frame {at} ({}) was unwound by frame pointers, \
+                         which left a wrong stack or frame pointer",
+                        names.function(s.truth[at])
+                    ),
+                ),
+                _ => {
+                    // The first frame up to here whose row contradicts its
+                    // CFI is the culprit: a wrong CFA below passes a wrong
+                    // SP up, and a right row above then reads wrong slots.
+                    let culprit = (0..=frame).find_map(|at| {
+                        let l = names.locate(s.truth[at])?;
+                        Some((at, l, l.code?.row_disagreement(l.link)?))
+                    });
+                    match culprit {
+                        Some((at, l, (row, cfi))) if at < frame => {
+                            (place, function) = place_of(&names, Some(&l), s.truth[at]);
+                            (frame_at, sframe_row, cfi_row) = (at, Some(row.clone()), Some(cfi.clone()));
+                            let reason = format!(
+                                "the SFrame row of frame {at} disagrees with its CFI: {row}; the CFI says {cfi}; \
+                                 the walk went on from a wrong CFA and, at frame {frame}, {callers}"
+                            );
+                            (Cause::WrongRow, reason)
+                        }
+                        _ => {
+                            cfi_row = code.and_then(|(l, c)| c.cfi_row(l.link));
+                            let row = sframe_row.as_deref().unwrap_or("a row of a section not in the file");
+                            let cfi = cfi_row.as_deref().map_or(String::new(), |r| format!("; the CFI says {r}"));
+                            (
+                                Cause::WrongRow,
+                                format!("the SFrame row here gives a wrong caller: {row}{cfi}; {callers}"),
+                            )
+                        }
+                    }
+                }
             }
         }
         _ => unreachable!("exact and lost stacks returned above"),
     };
-    Some(Explanation { frame, pc, place: names.name(pc), function: names.function(pc), reason })
+    let (pc, at) = (s.truth[frame_at], names.locate(s.truth[frame_at]));
+    Some(Explanation {
+        frame: frame_at,
+        pc,
+        object: at.map_or("?".into(), |l| l.file.to_string()),
+        place,
+        function,
+        cause,
+        reason,
+        sframe_row,
+        cfi_row,
+        expected,
+        got,
+    })
+}
+
+/// ` (no CFI covers it)` where no FDE covers `link`, else nothing.
+fn no_cfi_note(code: Option<(u64, &sframe::elf::compare::ObjectCode)>) -> &'static str {
+    match code {
+        Some((link, c)) if c.fde_at(link).is_none() => " (no FDE covers it: code without CFI)",
+        _ => "",
+    }
+}
+
+/// Why a walk that ended early ended, as a cause and words: the model's
+/// stop, and for a missing SFrame row (`sframe`: the walk may use SFrame),
+/// whether the file has CFI there (the object's `file` name, the PC's
+/// `link` address, its code facts).
+fn stop_cause(
+    stop: &Stop,
+    sframe: bool,
+    code: Option<(&str, u64, &sframe::elf::compare::ObjectCode)>,
+) -> (Cause, String) {
+    let mut words = stop_in_words(stop);
+    match stop {
+        Stop::NoMethod { misses } if sframe => {
+            // The walk tries SFrame only where some section is registered.
+            if !misses.iter().any(|m| m.method == Method::Sframe) {
+                words = match misses.iter().find(|m| m.method == Method::Fp) {
+                    Some(fp) => format!(
+                        "no SFrame for it (no .sframe section is registered in this process), \
+                         and frame pointers failed ({})",
+                        fp.why
+                    ),
+                    None => "no SFrame for it (no .sframe section is registered in this process)".into(),
+                };
+            }
+            match code {
+                Some((file, link, c)) => match c.gap_at(link) {
+                    Some(gap) => {
+                        let (text, covered) = c.fde_coverage();
+                        (
+                            Cause::NoCfi,
+                            format!(
+                                "no FDE covers this PC: code without CFI in {file}'s {} (no FDE from {:#x} to {:#x}; \
+                             {:.0}% of {file}'s executable bytes have none), so {words}",
+                                gap.section,
+                                gap.start,
+                                gap.end,
+                                100.0 * text.saturating_sub(covered) as f64 / text.max(1) as f64
+                            ),
+                        )
+                    }
+                    None if c.fde_at(link).is_none() => (Cause::NoCfi, format!("no FDE covers this PC, so {words}")),
+                    None => {
+                        let (start, size) = c.fde_at(link).unwrap_or_default();
+                        let own = match c.sframe_version() {
+                            Some(v) => format!("{file} has .sframe V{}", v.number()),
+                            None => format!("{file} has no .sframe"),
+                        };
+                        (
+                            Cause::NoSection,
+                            format!(
+                            "no registered .sframe section covers it, though its CFI does (FDE {start:#x}+{size:#x}; \
+                             {own}): {words}"
+                        ),
+                        )
+                    }
+                },
+                None => (Cause::NoSection, words),
+            }
+        }
+        Stop::NoMethod { .. } => (Cause::FpEnded, words),
+        Stop::BadRule { reason } if reason.contains("register") => (Cause::RegisterRule, words),
+        Stop::BadRule { .. } => (Cause::BadRule, words),
+        Stop::Corrupt { .. } => (Cause::CorruptSection, words),
+        Stop::Fault { .. } => (Cause::Fault, words),
+        Stop::MaxEntries => (Cause::MaxEntries, words),
+        Stop::Outermost => (Cause::FpEnded, words),
+    }
 }
 
 /// The model's reason a walk ended, for people.
@@ -93,6 +367,12 @@ fn stop_in_words(stop: &Stop) -> String {
             }
         }
         Stop::BadRule { reason } => format!("its SFrame row cannot be applied: {reason}"),
+        Stop::Corrupt { sframe_start, reason } => {
+            format!("the .sframe section at {sframe_start:#x} was dropped as corrupt ({reason})")
+        }
+        Stop::Fault { addr, method } => {
+            format!("reading user memory at {addr:#x} failed while unwinding by {method}: a stack or .sframe page could not be read")
+        }
         other => other.to_string(),
     }
 }

@@ -22,6 +22,11 @@ pub(crate) struct GuestRun {
     pub(crate) tasks: std::collections::BTreeMap<emu::Tid, Tid>,
     /// Its threads asleep in a system call (in the kernel, for the model).
     pub(crate) sleeping: std::collections::BTreeSet<emu::Tid>,
+    /// The user registers of threads the emulator has just killed (a
+    /// sibling's `exit_group`, fatal signal or exec), as it last switched
+    /// each out: where one preempted in user mode was interrupted, which
+    /// is what it enters the kernel with when the model kills it.
+    pub(crate) killed_regs: std::collections::BTreeMap<Tid, kmodel::arch::UserRegs>,
     /// The CPU it runs on: its processes' first threads' CPU.
     pub(crate) cpu: usize,
     /// The CPU of each thread made by `clone(CLONE_THREAD)` (model task):
@@ -57,10 +62,12 @@ pub(crate) struct GuestRun {
 }
 
 impl GuestRun {
-    /// Forgets that the `killed` tasks' threads sleep: they are dead.
-    pub(crate) fn forget_sleepers(&mut self, killed: &[Tid]) {
+    /// Forgets that the `killed` tasks' threads sleep, and their
+    /// registers: they are dead.
+    pub(crate) fn forget_killed(&mut self, killed: &[Tid]) {
         let tasks = &self.tasks;
         self.sleeping.retain(|t| !killed.contains(&tasks[t]));
+        self.killed_regs.retain(|t, _| !killed.contains(t));
     }
 
     /// The model's task of the thread on the guest's CPU.
@@ -131,6 +138,7 @@ pub(crate) fn set_up(g: &Guest, scenario: &Scenario, k: &mut Kernel) -> Result<G
         emu,
         tasks: std::collections::BTreeMap::from([(emu::FIRST_PID, tid)]),
         sleeping: std::collections::BTreeSet::new(),
+        killed_regs: std::collections::BTreeMap::new(),
         cpu: g.cpu,
         thread_cpus: std::collections::BTreeMap::new(),
         threads_made: vec![emu::FIRST_PID],

@@ -15,11 +15,14 @@ const WIDTH: f64 = 1100.0;
 const LABEL: f64 = 110.0;
 const ROW: f64 = 26.0;
 
-fn esc(text: &str) -> String {
+/// `text` escaped for HTML text and attribute values.
+pub(crate) fn esc(text: &str) -> String {
     text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
-const STYLE: &str = "body{font:14px/1.4 DejaVu Sans,Verdana,sans-serif;margin:24px;color:#222;background:#fff}\
+/// The page style every report page shares.
+pub(crate) const STYLE: &str =
+    "body{font:14px/1.4 DejaVu Sans,Verdana,sans-serif;margin:24px;color:#222;background:#fff}\
 h1{font-size:22px}h2{font-size:18px;margin-top:28px}table{border-collapse:collapse}\
 td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}\
 .exact{color:#1a7f37}.truncated{color:#9a6700}.wrong{color:#cf222e}.lost{color:#8250df}\

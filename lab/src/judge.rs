@@ -132,7 +132,7 @@ pub(crate) fn samples(
             }
             samples.push(SampleResult {
                 sample: s.sample,
-                tracer: session.name.clone(),
+                tracer: session.name.to_string(),
                 guest: guest.name.clone(),
                 cpu: info.cpu,
                 icount: info.icount,

@@ -51,18 +51,34 @@ fn kernel_options(scenario: &Scenario) -> KernelOptions {
 
 /// [`run`], reporting progress after every step of the scheduler.
 pub fn run_with_progress(scenario: &Scenario, progress: &mut dyn FnMut(Progress)) -> Result<Report, RunError> {
+    run_inner(scenario, progress, true)
+}
+
+/// [`run_with_progress`] for callers that read only the samples' verdicts
+/// and their explanations, such as `validate`: no event log
+/// ([`Report::log`] stays empty; every kernel event would be formatted as
+/// JSON only to be dropped) and no probe of what an in-NMI walk would have
+/// faulted on (a dry run per NMI with no effect on the model;
+/// `summary.nmi_would_fault` stays 0). Verdicts are the same.
+pub fn run_for_verdicts(scenario: &Scenario, progress: &mut dyn FnMut(Progress)) -> Result<Report, RunError> {
+    run_inner(scenario, progress, false)
+}
+
+/// `full`: the log and the in-NMI probe too (see [`run_for_verdicts`]).
+fn run_inner(scenario: &Scenario, progress: &mut dyn FnMut(Progress), full: bool) -> Result<Report, RunError> {
     // Scenarios built in code (validate, demo) get the parser's checks too:
     // everything below relies on them.
     scenario.validate(&format!("scenario {}", scenario.name)).map_err(|e| RunError::Scenario(e.to_string()))?;
-    let mut k = Kernel::new(kernel_options(scenario));
+    let mut k = Kernel::new(KernelOptions { probe_nmi_walk: full, ..kernel_options(scenario) });
     k.set_checks(true);
     let mut guests = Vec::new();
     for g in &scenario.guests {
         guests.push(crate::guest::set_up(g, scenario, &mut k)?);
     }
     let mut run = Run::new(scenario, k, guests);
+    run.keep_log = full;
     run.main_loop(progress)?;
-    Ok(report(run))
+    Ok(report(run, full))
 }
 
 /// The log lines of the run's inputs: guest by guest in scenario order,
@@ -91,14 +107,15 @@ fn symbols(run: &Run<'_>) -> BTreeMap<String, GuestSymbols> {
     let mut out = BTreeMap::new();
     for (i, guest) in run.guests.iter().enumerate() {
         let samples = run.samples.iter().filter(|(_, s)| s.guest == i).map(|(&n, s)| (n, s.moment)).collect();
-        let symbols = GuestSymbols::new(guest.emu.events(), &guest.forks, &guest.exe, samples, &mut cache);
+        let symbols = GuestSymbols::new(guest.emu.events(), &guest.forks, &guest.exe, samples, &mut cache)
+            .with_trampoline(guest.emu.trampoline());
         out.insert(guest.name.clone(), symbols);
     }
     out
 }
 
 /// The report of a finished run.
-fn report(mut run: Run<'_>) -> Report {
+fn report(mut run: Run<'_>, with_log: bool) -> Report {
     let symbols = symbols(&run);
     let (samples, mut summary) = crate::judge::samples(&run.k, &run.samples, &run.guests, &run.cancelled);
     let k = &mut run.k;
@@ -109,7 +126,7 @@ fn report(mut run: Run<'_>) -> Report {
         cpu: 0,
         tid: 0,
         sample: 0,
-        kernel: kmodel::tracer::KERNEL_IPS_IN_USER.to_vec(),
+        kernel: &kmodel::tracer::KERNEL_IPS_IN_USER,
         user: UserChain::Copied { bytes: 8192, ips: Vec::new() },
     };
     summary.bytes_copy_baseline = summary.samples * copy_sample.bytes();
@@ -137,7 +154,11 @@ fn report(mut run: Run<'_>) -> Report {
             instructions: g.emu.icount(),
         })
         .collect();
-    let log = crate::log::lines(run.scenario, &input_lines(&run), run.k.events(), &run.extra, &summary);
+    let log = if with_log {
+        crate::log::lines(run.scenario, &input_lines(&run), run.k.events(), &run.extra, &summary)
+    } else {
+        Vec::new()
+    };
     let mut report = Report {
         scenario: run.scenario.clone(),
         summary,

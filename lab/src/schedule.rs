@@ -31,6 +31,8 @@ pub(crate) struct Run<'s> {
     pub(crate) samples: BTreeMap<u64, SampleInfo>,
     /// The lab's own log lines, each before the kernel event of its index.
     pub(crate) extra: Vec<(usize, String)>,
+    /// Whether to write [`Run::extra`] (no log wanted: not formatted).
+    pub(crate) keep_log: bool,
     /// Each registered tracer's work.
     tracer_works: BTreeMap<String, WorkId>,
     /// Tracers cancelled so far, in order.
@@ -56,6 +58,7 @@ impl<'s> Run<'s> {
             period: None,
             samples: BTreeMap::new(),
             extra: Vec::new(),
+            keep_log: true,
             tracer_works: BTreeMap::new(),
             cancelled: Vec::new(),
             cancelled_works: BTreeMap::new(),
@@ -256,8 +259,10 @@ impl<'s> Run<'s> {
         let moment = crate::symbolise::Moment { pid: guest.emu.pid(), position: guest.emu.events().len() };
         let thread = crate::log::Thread { pid: guest.emu.pid(), tid: guest.emu.tid(), task };
         let mem = guest.emu.user_memory();
-        self.extra
-            .push((self.k.events().len(), crate::log::sample_line(seq, &guest.name, cpu, icount, thread, &truth)));
+        if self.keep_log {
+            self.extra
+                .push((self.k.events().len(), crate::log::sample_line(seq, &guest.name, cpu, icount, thread, &truth)));
+        }
         self.samples.insert(seq, SampleInfo { guest: g, cpu, icount, truth, moment });
         self.k.nmi(cpu, in_user.then_some(regs), &mem);
         Ok(())
@@ -307,7 +312,14 @@ impl<'s> Run<'s> {
             // A sibling killed by exit_group(), a fatal signal or an exec
             // (reported before the process's Exit or Exec): the model takes
             // it through its exit when it handles that (`exit`, `syscall`),
-            // as `zap_other_threads()` kills only after the caller's call.
+            // as `zap_other_threads()` kills only after the caller's call,
+            // with the registers it was switched out with.
+            ProcessEvent::ThreadExit { tid, regs: Some(regs), .. } => {
+                let guest = &mut self.guests[g];
+                if let Some(&task) = guest.tasks.get(&tid) {
+                    guest.killed_regs.insert(task, UserRegs::from(&*regs));
+                }
+            }
             ProcessEvent::ThreadExit { .. } => {}
             // Handled at the system call's stop (`syscall`), where the model's task is in the kernel.
             ProcessEvent::Fork { .. } | ProcessEvent::Exec { .. } | ProcessEvent::Thread { .. } => {}
@@ -401,12 +413,12 @@ impl<'s> Run<'s> {
                         // The siblings' exits (and any pending unwind of
                         // theirs) read the old image, as the kernel's still
                         // has the old mm in de_thread().
-                        let k = &mut self.k;
+                        let (k, user_regs) = (&mut self.k, &guest.killed_regs);
                         let killed = guest
                             .emu
-                            .pre_exec_memory(|mem| k.de_thread(tid, mem))
+                            .pre_exec_memory(|mem| k.de_thread(tid, user_regs, mem))
                             .expect("the emulator keeps the old image at execve's stop");
-                        guest.forget_sleepers(&killed);
+                        guest.forget_killed(&killed);
                     }
                     let mm = crate::guest::image_mm(&mut self.k, &mut guest.emu);
                     self.k.exec(tid, mm, regs.clone());
@@ -493,9 +505,9 @@ impl<'s> Run<'s> {
             // their ends in.
             let killed = self.k.exit_group(tid, status, &mem);
             for &t in &killed {
-                self.k.signal_wake_up(t, None, &mem);
+                self.k.signal_wake_up(t, guest.killed_regs.get(&t).cloned(), &mem);
             }
-            guest.forget_sleepers(&killed);
+            guest.forget_killed(&killed);
         } else {
             self.k.exit(tid, status, &mem);
         }

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use emu::{Event, Object, Pid};
+use sframe::elf::compare::ObjectCode;
 use sframe::elf::Symbols;
 
 /// One object as a process had it mapped.
@@ -29,6 +30,9 @@ struct Mapped {
     span: (u64, u64),
     /// Its functions.
     symbols: Arc<Symbols>,
+    /// Its FDEs, executable sections and own `.sframe`, for explanations
+    /// (`None`: not a file SFrame can describe).
+    code: Option<Arc<ObjectCode>>,
 }
 
 /// A stretch of a process's life during which it had an object mapped, in
@@ -73,20 +77,29 @@ enum FileKey {
     File(Vec<u8>, u64, u64),
 }
 
-/// Every file's functions parsed once in a run: by build-id and size, else
-/// by path, device and inode.
+/// What a file says about its code, parsed once per file.
+type FileFacts = (Arc<Symbols>, Option<Arc<ObjectCode>>);
+
+/// Every file's functions (and code facts) parsed once in a run: by
+/// build-id and size, else by path, device and inode.
 #[derive(Debug, Default)]
-pub(crate) struct SymbolCache(BTreeMap<FileKey, Arc<Symbols>>);
+pub(crate) struct SymbolCache(BTreeMap<FileKey, FileFacts>);
 
 impl SymbolCache {
-    /// The functions of `object`'s file at link-time addresses.
-    fn of(&mut self, object: &Object) -> Arc<Symbols> {
+    /// The functions of `object`'s file at link-time addresses, and its
+    /// FDEs, sections and `.sframe`.
+    fn of(&mut self, object: &Object) -> FileFacts {
         let file = &object.file;
         let key = match object.build_id() {
             Some(id) => FileKey::BuildId(id, file.bytes.len()),
             None => FileKey::File(file.path.clone(), file.dev, file.ino),
         };
-        self.0.entry(key).or_insert_with(|| Arc::new(Symbols::parse(&file.bytes, 0))).clone()
+        self.0
+            .entry(key)
+            .or_insert_with(|| {
+                (Arc::new(Symbols::parse(&file.bytes, 0)), ObjectCode::parse(&file.bytes).ok().map(Arc::new))
+            })
+            .clone()
     }
 }
 
@@ -100,6 +113,8 @@ pub struct GuestSymbols {
     processes: BTreeMap<Pid, Vec<Span>>,
     /// Per sample number, where it was taken.
     samples: BTreeMap<u64, Moment>,
+    /// The page of the emulator's sigreturn trampolines (its vDSO), if known.
+    trampoline: Option<u64>,
 }
 
 impl GuestSymbols {
@@ -126,12 +141,14 @@ impl GuestSymbols {
             }
             match e {
                 Event::ObjectMapped { pid, object, .. } => {
+                    let (symbols, code) = cache.of(object);
                     out.objects.push(Mapped {
                         file: object.file.name(),
                         program: object.file.path == program,
                         bias: object.bias,
                         span: object.span(),
-                        symbols: cache.of(object),
+                        symbols,
+                        code,
                     });
                     identity.push(object.clone());
                     live.entry(*pid).or_default().push((out.objects.len() - 1, i + 1));
@@ -171,10 +188,39 @@ impl GuestSymbols {
         spans.extend(mapped.into_iter().map(|(object, from)| Span { object, from, to }));
     }
 
+    /// The same, knowing the page of the sigreturn trampolines is at `at`.
+    pub(crate) fn with_trampoline(mut self, at: u64) -> GuestSymbols {
+        self.trampoline = Some(at);
+        self
+    }
+
+    /// Every object file mapped during the run, once per file name, by
+    /// name: (name, whether it is the guest's program, its code facts).
+    pub fn files(&self) -> Vec<(&str, bool, Option<&ObjectCode>)> {
+        let mut files: BTreeMap<&str, (bool, Option<&ObjectCode>)> = BTreeMap::new();
+        for o in &self.objects {
+            files.entry(o.file.as_str()).or_insert((o.program, o.code.as_deref()));
+        }
+        files.into_iter().map(|(name, (program, code))| (name, program, code)).collect()
+    }
+
     /// The names as sample number `sample` saw them (none known: hex).
     pub fn at(&self, sample: u64) -> Names<'_> {
         Names { symbols: Some(self), moment: self.samples.get(&sample).copied() }
     }
+}
+
+/// A code address placed in the object holding it ([`Names::locate`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Located<'a> {
+    /// The object's file name (`libc.so.6`).
+    pub file: &'a str,
+    /// The address in the file (link-time).
+    pub link: u64,
+    /// The object is the guest's own program (its names go unprefixed).
+    pub program: bool,
+    /// Its FDEs, sections and own `.sframe` (`None`: not parsable).
+    pub code: Option<&'a ObjectCode>,
 }
 
 /// Names of code addresses as one sample's process had its objects mapped.
@@ -191,7 +237,7 @@ impl<'a> Names<'a> {
     }
 
     /// The object containing `pc`, if the process had one mapped there.
-    fn object(&self, pc: u64) -> Option<&Mapped> {
+    fn object(&self, pc: u64) -> Option<&'a Mapped> {
         let (symbols, Moment { pid, position }) = (self.symbols?, self.moment?);
         symbols
             .processes
@@ -212,6 +258,20 @@ impl<'a> Names<'a> {
             Some((name, off)) => format!("{}!{}", o.file, function(name, off)),
             None => format!("{}+{link:#x}", o.file),
         }
+    }
+
+    /// `pc`'s offset in the page of the sigreturn trampolines (the
+    /// emulator's vDSO), if it is there.
+    pub fn trampoline_offset(&self, pc: u64) -> Option<u64> {
+        let page = self.symbols?.trampoline?;
+        pc.checked_sub(page).filter(|&off| off < 0x1000)
+    }
+
+    /// Where `pc` is: its object's file name, the link-time address and
+    /// what the file says about its code, if the process had one mapped there.
+    pub fn locate(&self, pc: u64) -> Option<Located<'a>> {
+        let o = self.object(pc)?;
+        Some(Located { file: &o.file, link: pc.wrapping_sub(o.bias), program: o.program, code: o.code.as_deref() })
     }
 
     /// `function+0xoff` (`libc.so.6!function+0xoff` outside the guest's

@@ -1,6 +1,9 @@
 //! `unwindlab validate`: sample a binary every N instructions and tell a
-//! toolchain developer, per unwinder, how often the stack was exact and
-//! where (function, PC) it was not.
+//! toolchain developer, per unwinder, how often the stack was exact, where
+//! (depth, PC, object, function) it was not and why ([`crate::explain`]),
+//! grouped by cause and function, worst first; and which SFrame was judged
+//! (each object's own `.sframe` as its toolchain emitted it, or one
+//! generated from the program's CFI: [`SframeSource`]).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -8,6 +11,7 @@ use std::path::Path;
 use kmodel::unwind::{Method, SframeMode};
 use serde::Serialize;
 
+use crate::explain::Cause;
 use crate::loader::Registration;
 use crate::report::{Progress, RunError};
 use crate::scenario::{Guest, KernelConfig, Machine, Scenario, Tracer};
@@ -31,23 +35,76 @@ pub struct UnwinderResult {
     /// and its interpreter's), or, for a dynamic program, also by a
     /// simulated loader for every object it maps.
     pub registration: Registration,
+    /// Which SFrame was judged: every object mapped during the run, by name.
+    pub judged: Vec<Judged>,
 }
 
-/// A place where an unwinder went wrong or stopped early.
+/// Where the SFrame of validated programs comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SframeSource {
+    /// Each object's own `.sframe`, as its toolchain emitted it (V1, V2 or
+    /// V3; none if it has none).
+    #[default]
+    Own,
+    /// SFrame V3 generated from the program's DWARF CFI and injected into a
+    /// copy of it (as `unwindlab sframe gen --inject` does), replacing any
+    /// `.sframe` it has. Static programs only: a dynamic program's objects
+    /// get theirs from a lab root made by `unwindlab sysroot`.
+    Generated,
+}
+
+/// One object whose SFrame was judged, and what that SFrame was.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Judged {
+    /// Its file name (`libc.so.6`).
+    pub object: String,
+    /// Its SFrame: `its own .sframe (SFrame V1)`, `generated from its CFI
+    /// (SFrame V3)`, or `none`.
+    pub sframe: String,
+}
+
+/// A group of stacks that left the truth in the same function for the
+/// same cause, with the first of them as the example.
 #[derive(Debug, Clone, Serialize)]
 pub struct Failure {
-    /// The function whose frame could not be unwound correctly.
+    /// The function whose frame could not be unwound correctly
+    /// (`libc.so.6!puts`, `fde@0x…` or `nofde@0x…` where stripped).
     pub function: String,
-    /// The PC in it (the last correct entry of the stack).
+    /// The object holding it.
+    pub object: String,
+    /// The kind of cause.
+    pub cause: Cause,
+    /// The example's PC in it (the last correct entry of the stack).
     pub pc: u64,
-    /// Where that is: `function+0x12`, `libc.so.6!puts+0x1c`, or hex.
+    /// The example's depth (0: the interrupted PC).
+    pub frame: usize,
+    /// Where the example is: `function+0x12`, `libc.so.6!puts+0x1c`.
     pub place: String,
-    /// "truncated" or "wrong".
+    /// "truncated" or "wrong" (the example's; a group may hold both).
     pub kind: &'static str,
-    /// Why, in words ([`crate::explain`]).
+    /// Why, in words ([`crate::explain`]), for the example.
     pub reason: String,
-    /// How many samples failed there.
+    /// The object's `.sframe` row at the example's PC, in words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sframe_row: Option<String>,
+    /// The CFI's row there (for a wrong row).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cfi_row: Option<String>,
+    /// The example's true caller, for a wrong stack.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expected: Option<u64>,
+    /// What its walk delivered instead.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub got: Option<u64>,
+    /// How many samples failed in this function for this cause.
     pub count: u64,
+    /// Of those, truncated and wrong.
+    pub truncated: u64,
+    /// Wrong stacks.
+    pub wrong: u64,
+    /// The distinct PCs they failed at, by address.
+    pub pcs: Vec<u64>,
 }
 
 /// Runs `elf` with `args` once per unwinder, sampling every `every`
@@ -61,11 +118,38 @@ pub fn validate(
     unwinders: &[Method],
     progress: &mut dyn FnMut(Progress),
 ) -> Result<BTreeMap<String, UnwinderResult>, RunError> {
+    validate_sframe(elf, root, args, every, unwinders, SframeSource::Own, progress)
+}
+
+/// [`validate`], judging the SFrame `source` says.
+pub fn validate_sframe(
+    elf: &Path,
+    root: Option<&Path>,
+    args: &[String],
+    every: u64,
+    unwinders: &[Method],
+    source: SframeSource,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<BTreeMap<String, UnwinderResult>, RunError> {
     let name = elf.display().to_string();
     let bytes = std::fs::read(elf).map_err(|e| RunError::guest(&name, format!("{name}: {e}")))?;
     let image = emu::elf::Image::parse(&name, &bytes).map_err(|e| RunError::guest(&name, e))?;
     let arch = image.arch;
     let registration = if image.interp.is_some() { Registration::Loader } else { Registration::Exec };
+    let generated = match source {
+        SframeSource::Own => None,
+        SframeSource::Generated if image.interp.is_some() => {
+            return Err(RunError::guest(
+                &name,
+                format!(
+                    "{name} is dynamically linked: make a lab root with generated SFrame in every object it loads \
+                     (unwindlab sysroot {name} -o ROOT) and validate ROOT/… --root ROOT"
+                ),
+            ))
+        }
+        SframeSource::Generated => Some(GeneratedCopy::new(elf)?),
+    };
+    let elf = generated.as_ref().map_or(elf, |g| g.path.as_path());
     let mut out = BTreeMap::new();
     for &unwinder in unwinders {
         let scenario = Scenario {
@@ -102,25 +186,47 @@ pub fn validate(
             stop_after: None,
             expect: None,
         };
-        let report = crate::runner::run_with_progress(&scenario, progress)?;
-        let mut failures: BTreeMap<(u64, &'static str, String), Failure> = BTreeMap::new();
+        // Verdicts only: the event log is not shown, so it is not formatted.
+        let report = crate::runner::run_for_verdicts(&scenario, progress)?;
+        let mut failures: BTreeMap<(Cause, String), Failure> = BTreeMap::new();
         for s in &report.samples {
             let Some(why) = crate::explain::explain(&report, s) else { continue };
             let kind = s.verdict.kind();
-            failures
-                .entry((why.pc, kind, why.reason.clone()))
-                .or_insert(Failure {
-                    function: why.function,
-                    pc: why.pc,
-                    place: why.place,
-                    kind,
-                    reason: why.reason,
-                    count: 0,
-                })
-                .count += 1;
+            let group = failures.entry((why.cause, why.function.clone())).or_insert_with(|| Failure {
+                function: why.function,
+                object: why.object,
+                cause: why.cause,
+                pc: why.pc,
+                frame: why.frame,
+                place: why.place,
+                kind,
+                reason: why.reason,
+                sframe_row: why.sframe_row,
+                cfi_row: why.cfi_row,
+                expected: why.expected,
+                got: why.got,
+                count: 0,
+                truncated: 0,
+                wrong: 0,
+                pcs: Vec::new(),
+            });
+            group.count += 1;
+            group.truncated += u64::from(kind == "truncated");
+            group.wrong += u64::from(kind == "wrong");
+            if let Err(at) = group.pcs.binary_search(&why.pc) {
+                group.pcs.insert(at, why.pc);
+            }
         }
         let mut failures: Vec<Failure> = failures.into_values().collect();
-        failures.sort_by(|a, b| b.count.cmp(&a.count).then(a.pc.cmp(&b.pc)));
+        // Worst first: most samples, then wrong before truncated.
+        failures.sort_by(|a, b| {
+            b.count
+                .cmp(&a.count)
+                .then(b.wrong.cmp(&a.wrong))
+                .then(a.function.cmp(&b.function))
+                .then(a.cause.cmp(&b.cause))
+        });
+        let judged = judged(&report, source);
         let s = &report.summary;
         out.insert(
             unwinder.to_string(),
@@ -132,17 +238,76 @@ pub fn validate(
                 lost: s.lost,
                 failures,
                 registration,
+                judged,
             },
         );
     }
     Ok(out)
 }
 
-/// Failure places listed per unwinder in [`text`].
+/// Which SFrame each object mapped in `report`'s run had.
+fn judged(report: &crate::report::Report, source: SframeSource) -> Vec<Judged> {
+    let mut out: Vec<Judged> = Vec::new();
+    for symbols in report.symbols.values() {
+        for (object, program, code) in symbols.files() {
+            let version = code.and_then(|c| c.sframe_version()).map(|v| v.number());
+            let sframe = match (version, program && source == SframeSource::Generated) {
+                (Some(v), true) => format!("generated from its CFI (SFrame V{v})"),
+                (Some(v), false) => format!("its own .sframe (SFrame V{v})"),
+                (None, _) => "none".into(),
+            };
+            if !out.iter().any(|j| j.object == object) {
+                out.push(Judged { object: object.to_string(), sframe });
+            }
+        }
+    }
+    out.sort_by(|a, b| a.object.cmp(&b.object));
+    out
+}
+
+/// A copy of a static program with SFrame V3 generated from its CFI
+/// injected, in a directory of its own under the system's temporary
+/// directory, removed when dropped.
+struct GeneratedCopy {
+    dir: std::path::PathBuf,
+    path: std::path::PathBuf,
+}
+
+impl GeneratedCopy {
+    fn new(elf: &Path) -> Result<GeneratedCopy, RunError> {
+        let name = elf.display().to_string();
+        let err = |e: &dyn std::fmt::Display| RunError::guest(&name, format!("{name}: generating SFrame: {e}"));
+        let input = sframe::elf::load_cfi(&name).map_err(|e| err(&e))?;
+        let generated = sframe::elf::generate_section(&input, &name, sframe::Version::V3, None).map_err(|e| err(&e))?;
+        let injected = sframe::elf::inject::inject(&input.data, &generated.section).map_err(|e| err(&e))?;
+        // One directory per process and program: validate runs in parallel
+        // in the tests; the program keeps its file name.
+        let dir = std::env::temp_dir().join(format!("unwindlab-validate-{}-{:x}", std::process::id(), fnv(&name)));
+        let file = elf.file_name().map_or_else(|| "program".into(), |f| f.to_os_string());
+        std::fs::create_dir_all(&dir).map_err(|e| err(&e))?;
+        let path = dir.join(file);
+        std::fs::write(&path, injected).map_err(|e| err(&e))?;
+        Ok(GeneratedCopy { dir, path })
+    }
+}
+
+impl Drop for GeneratedCopy {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// FNV-1a of `text`: a stable name for a temporary directory.
+fn fnv(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+}
+
+/// Failure groups listed per unwinder in [`text`].
 const LISTED: usize = 15;
 
-/// The results as text: per unwinder the verdict shares, then the places
-/// it failed most often.
+/// The results as text: per unwinder the verdict shares and which SFrame
+/// was judged, then the groups of failures, worst first, each with its
+/// cause, function, depth, PC and reason.
 pub fn text(results: &BTreeMap<String, UnwinderResult>) -> String {
     let mut out = String::new();
     for (name, r) in results {
@@ -154,15 +319,84 @@ pub fn text(results: &BTreeMap<String, UnwinderResult>) -> String {
             pct(r.truncated),
             pct(r.wrong)
         );
+        if name == "sframe" {
+            let judged: Vec<String> = r.judged.iter().map(|j| format!("{}: {}", j.object, j.sframe)).collect();
+            out += &format!("    SFrame judged: {}\n", judged.join("; "));
+        }
         if r.registration == Registration::Loader {
             out += "    sections: every loaded object's (a simulated loader registers each as it is mapped)\n";
         }
         for f in r.failures.iter().take(LISTED) {
-            out += &format!("    {:6} × {:9} at {:#x} in {}: {}\n", f.count, f.kind, f.pc, f.place, f.reason);
+            let pcs = match f.pcs.len() {
+                1 => String::new(),
+                n => format!(", {n} PCs"),
+            };
+            out += &format!(
+                "    {:6} × {} in {} [{}]: e.g. frame {} at {:#x} ({}{pcs}): {}\n",
+                f.count, f.kind, f.function, f.cause, f.frame, f.pc, f.place, f.reason
+            );
         }
         if r.failures.len() > LISTED {
-            out += &format!("    … {} more places (--json lists all)\n", r.failures.len() - LISTED);
+            out += &format!("    … {} more groups (--json lists all)\n", r.failures.len() - LISTED);
         }
     }
+    out
+}
+
+/// The results as one self-contained HTML page (no scripts, no network,
+/// the scenario report's style): per unwinder the verdict shares, which
+/// SFrame was judged, and a table with a row per function and cause, worst
+/// first, every group listed.
+pub fn html(title: &str, results: &BTreeMap<String, UnwinderResult>) -> String {
+    use crate::html::{esc, STYLE};
+    let mut out = format!(
+        "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>unwindlab validate: {t}</title>\
+         <style>{STYLE}</style></head><body><h1>unwindlab validate: {t}</h1>",
+        t = esc(title)
+    );
+    for (name, r) in results {
+        let pct = |n: u64| if r.samples == 0 { 0.0 } else { 100.0 * n as f64 / r.samples as f64 };
+        out += &format!(
+            "<h2 id=\"{n}\">{n}: {} samples</h2><p><span class=\"exact\">{:.1}% exact</span>, \
+             <span class=\"truncated\">{:.1}% truncated</span>, <span class=\"wrong\">{:.1}% wrong</span></p>",
+            r.samples,
+            pct(r.exact),
+            pct(r.truncated),
+            pct(r.wrong),
+            n = esc(name)
+        );
+        out += "<table><tr><th>object</th><th>SFrame judged</th></tr>";
+        for j in &r.judged {
+            out += &format!("<tr><td><code>{}</code></td><td>{}</td></tr>", esc(&j.object), esc(&j.sframe));
+        }
+        out += "</table>";
+        if r.failures.is_empty() {
+            continue;
+        }
+        out += "<h3>Where the stacks left the truth, per function</h3><table><tr><th>samples</th>\
+                <th>truncated</th><th>wrong</th><th>function</th><th>cause</th><th>example (depth, PC)</th>\
+                <th>PCs</th><th>why</th></tr>";
+        for f in &r.failures {
+            let class = if f.wrong > 0 { " class=\"bad\"" } else { "" };
+            let pcs: Vec<String> = f.pcs.iter().take(8).map(|pc| format!("{pc:#x}")).collect();
+            let more = if f.pcs.len() > 8 { format!(" … ({} in all)", f.pcs.len()) } else { String::new() };
+            out += &format!(
+                "<tr{class}><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td>\
+                 <td>frame {} at <code>{:#x}</code> <code>{}</code></td><td><code>{}</code>{more}</td><td>{}</td></tr>",
+                f.count,
+                f.truncated,
+                f.wrong,
+                esc(&f.function),
+                esc(&f.cause.to_string()),
+                f.frame,
+                f.pc,
+                esc(&f.place),
+                pcs.join(" "),
+                esc(&f.reason)
+            );
+        }
+        out += "</table>";
+    }
+    out += "</body></html>\n";
     out
 }

@@ -8,6 +8,7 @@ mod common;
 mod exec;
 mod run;
 mod sframe;
+mod sframe_compare;
 mod sframe_gen;
 mod sysroot;
 

@@ -6,6 +6,7 @@ use std::path::Path;
 use kmodel::arch::Arch;
 use kmodel::unwind::Method;
 use lab::replay::{replay_file, Replay};
+use lab::validate::SframeSource;
 use lab::Scenario;
 
 use super::common::{emit, emit_line, EXIT_INVALID, EXIT_OK, EXIT_USAGE};
@@ -190,9 +191,20 @@ pub(crate) struct ValidateArgs {
     /// Judge only this unwinder (default: both).
     #[arg(long, value_parser = one_of([Method::Sframe, Method::Fp], Method::to_string))]
     unwinder: Option<Method>,
+    /// Which SFrame to judge: each object's own .sframe as its toolchain
+    /// emitted it, or SFrame V3 generated from the program's CFI (static
+    /// programs; for a dynamic one, make a root with `unwindlab sysroot`).
+    #[arg(long, default_value = "own", value_parser = one_of([SframeSource::Own, SframeSource::Generated], |s| {
+        match s { SframeSource::Own => "own", SframeSource::Generated => "generated" }.to_string()
+    }))]
+    sframe: SframeSource,
     /// Print JSON.
     #[arg(long)]
     json: bool,
+    /// Also write an HTML report (a table per unwinder, a row per function
+    /// and cause) to this file.
+    #[arg(long, value_name = "FILE")]
+    html: Option<std::path::PathBuf>,
 }
 
 pub(crate) fn run_validate(args: &ValidateArgs) -> i32 {
@@ -205,7 +217,8 @@ pub(crate) fn run_validate(args: &ValidateArgs) -> i32 {
         None => vec![Method::Sframe, Method::Fp],
     };
     let results = match with_progress(|p| {
-        lab::validate::validate(Path::new(&args.elf), args.root.as_deref(), &args.args, args.every, &unwinders, p)
+        let (elf, root) = (Path::new(&args.elf), args.root.as_deref());
+        lab::validate::validate_sframe(elf, root, &args.args, args.every, &unwinders, args.sframe, p)
     }) {
         Ok(r) => r,
         Err(e) => {
@@ -213,6 +226,12 @@ pub(crate) fn run_validate(args: &ValidateArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
+    if let Some(html) = &args.html {
+        if let Err(e) = std::fs::write(html, lab::validate::html(&args.elf, &results)) {
+            eprintln!("unwindlab: {}: {e}", html.display());
+            return EXIT_USAGE;
+        }
+    }
     if args.json {
         emit_line(&serde_json::to_string_pretty(&results).unwrap_or_default());
         return EXIT_OK;

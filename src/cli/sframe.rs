@@ -1,4 +1,5 @@
-//! `unwindlab sframe dump|lookup|check`.
+//! `unwindlab sframe dump|lookup|check` (and the dispatch to `gen`,
+//! `compare`, `merge`).
 
 use clap::{Args, Subcommand};
 use sframe::elf::{self, SframeInput};
@@ -35,6 +36,11 @@ pub(crate) enum SframeCommand {
     },
     /// Generate SFrame from an ELF file's DWARF CFI (raw section or injected).
     Gen(super::sframe_gen::GenArgs),
+    /// Check files' own .sframe against their DWARF CFI at every PC, with
+    /// no execution (files and directories, on every core, in shards).
+    Compare(super::sframe_compare::CompareArgs),
+    /// Merge the JSON reports of `compare --shard` into one report.
+    Merge(super::sframe_compare::MergeArgs),
     /// Validate a section; exit status 0 if valid, 1 if not.
     Check {
         #[command(flatten)]
@@ -74,6 +80,8 @@ pub(crate) fn run(cmd: SframeCommand) -> i32 {
         SframeCommand::Lookup { input, json, pcs } => run_lookup(&input, json, &pcs),
         SframeCommand::Check { input, kernel, json } => run_check(&input, kernel, json),
         SframeCommand::Gen(args) => super::sframe_gen::run(&args),
+        SframeCommand::Compare(args) => super::sframe_compare::run_compare(&args),
+        SframeCommand::Merge(args) => super::sframe_compare::run_merge(&args),
     }
 }
 

@@ -113,8 +113,8 @@ impl Machine for Aarch64 {
         &INFO
     }
 
-    fn tls(&self, uc: &Unicorn<'_, Shared>) -> Result<u64, uc_error> {
-        uc.reg_read(R::TPIDR_EL0)
+    fn tls(&self, read: &dyn Fn(i32) -> Result<u64, uc_error>) -> Result<u64, uc_error> {
+        read(R::TPIDR_EL0.into())
     }
 
     fn set_tls(&self, uc: &mut Unicorn<'_, Shared>, value: u64) -> Result<(), uc_error> {

@@ -23,7 +23,9 @@ pub trait Machine: Sync {
     }
 
     /// The thread pointer (x86-64 FS base, TPIDR_EL0, s390x a0:a1).
-    fn tls(&self, uc: &Unicorn<'_, Shared>) -> Result<u64, uc_error>;
+    /// The thread pointer, from registers read with `read` (the engine's,
+    /// or a parked thread's saved context).
+    fn tls(&self, read: &dyn Fn(i32) -> Result<u64, uc_error>) -> Result<u64, uc_error>;
 
     /// Sets the thread pointer.
     fn set_tls(&self, uc: &mut Unicorn<'_, Shared>, value: u64) -> Result<(), uc_error>;

@@ -135,10 +135,10 @@ impl Machine for S390x {
         uc.reg_write(INFO.pc, entry)
     }
 
-    fn tls(&self, uc: &Unicorn<'_, Shared>) -> Result<u64, uc_error> {
+    fn tls(&self, read: &dyn Fn(i32) -> Result<u64, uc_error>) -> Result<u64, uc_error> {
         // glibc keeps the high half of the thread pointer in a0, the low half in a1.
-        let high = uc.reg_read(R::A0)? & 0xffff_ffff;
-        let low = uc.reg_read(R::A1)? & 0xffff_ffff;
+        let high = read(R::A0.into())? & 0xffff_ffff;
+        let low = read(R::A1.into())? & 0xffff_ffff;
         Ok(high << 32 | low)
     }
 

@@ -87,8 +87,8 @@ impl Machine for X86_64 {
         &INFO
     }
 
-    fn tls(&self, uc: &Unicorn<'_, Shared>) -> Result<u64, uc_error> {
-        uc.reg_read(R::FS_BASE)
+    fn tls(&self, read: &dyn Fn(i32) -> Result<u64, uc_error>) -> Result<u64, uc_error> {
+        read(R::FS_BASE.into())
     }
 
     fn set_tls(&self, uc: &mut Unicorn<'_, Shared>, value: u64) -> Result<(), uc_error> {

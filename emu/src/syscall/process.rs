@@ -30,7 +30,7 @@ pub(super) fn exit_thread(emu: &mut Emulator, args: [u64; 6]) -> SysResult {
     }
     let (pid, tid) = (emu.pid, emu.task.tid);
     let exit = crate::procs::Exit::Code((args[0] & 0xff) as i32);
-    emu.sched.events.push_back(crate::procs::ProcessEvent::ThreadExit { pid, tid, exit });
+    emu.sched.events.push_back(crate::procs::ProcessEvent::ThreadExit { pid, tid, exit, regs: None });
     emu.sched.thread_exited = true;
     Ok(Outcome::ThreadExit)
 }

@@ -37,7 +37,7 @@ impl Kernel {
             self.perf_event_init();
         }
         let buffers = vec![Vec::new(); self.cpus.len()];
-        self.tracers.perf.push(PerfSession { name: name.to_string(), scope, mode, buffers, alive: true });
+        self.tracers.perf.push(PerfSession { name: name.into(), scope, mode, buffers, alive: true });
         self.tracers.perf.len() - 1
     }
 
@@ -51,7 +51,7 @@ impl Kernel {
         };
         let name = self.tracers.perf[session].name.clone();
         self.tracers.perf[session].buffers[cpu].push(record);
-        self.log(cpu, Some(tid), EventKind::Record { tracer: name, record: kind.into(), bytes });
+        self.log(cpu, Some(tid), EventKind::Record { tracer: name, record: kind, bytes });
     }
 
     /// The sampling event's NMI handler (called by [`Kernel::nmi`]): a
@@ -65,10 +65,10 @@ impl Kernel {
         // (is_user_task(): an mm, not PF_KTHREAD) with user registers to
         // start from; otherwise the sample keeps its kernel callchain alone.
         let user = t.mm.is_some() && !t.kthread && t.regs.is_some();
-        let kernel: Vec<u64> = if t.kthread || (t.entries > 0 && t.state != TaskState::User) {
-            KERNEL_IPS_IN_KERNEL.to_vec()
+        let kernel: &'static [u64] = if t.kthread || (t.entries > 0 && t.state != TaskState::User) {
+            &KERNEL_IPS_IN_KERNEL
         } else {
-            KERNEL_IPS_IN_USER.to_vec()
+            &KERNEL_IPS_IN_USER
         };
         for s in 0..self.tracers.perf.len() {
             let session = &self.tracers.perf[s];
@@ -102,12 +102,7 @@ impl Kernel {
             // perf_event_tid(): the pid as it is now (a non-leader's exec
             // changes it, de_thread()).
             let pid = self.task(tid).pid;
-            self.write_perf(
-                s,
-                cpu,
-                tid,
-                PerfRecord::Sample { time, cpu, tid: pid, sample, kernel: kernel.clone(), user },
-            );
+            self.write_perf(s, cpu, tid, PerfRecord::Sample { time, cpu, tid: pid, sample, kernel, user });
         }
         // The BPF programs attached to the event run in its overflow handler.
         self.bpf_on_nmi(cpu);

@@ -56,7 +56,7 @@ pub fn stitch(buffers: &[Vec<PerfRecord>]) -> Vec<StitchedSample> {
                     tid: *tid,
                     cpu: *cpu,
                     time: *time,
-                    kernel: kernel.clone(),
+                    kernel: kernel.to_vec(),
                     user: None,
                     cookie: None,
                     deferred_cpu: None,

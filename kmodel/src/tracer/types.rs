@@ -80,8 +80,8 @@ pub enum PerfRecord {
         tid: Tid,
         /// Sequence number of the sample (for verdicts).
         sample: u64,
-        /// Kernel part of the callchain.
-        kernel: Vec<u64>,
+        /// Kernel part of the callchain (one of the model's fixed chains).
+        kernel: &'static [u64],
         /// User part.
         user: UserChain,
     },
@@ -122,8 +122,8 @@ impl PerfRecord {
 /// A perf session.
 #[derive(Debug, Clone, Serialize)]
 pub struct PerfSession {
-    /// Name.
-    pub name: String,
+    /// Name (shared with every log event about its records).
+    pub name: std::sync::Arc<str>,
     /// Scope of its events.
     pub scope: PerfScope,
     /// How it gets user stacks.

@@ -109,9 +109,11 @@ impl Table for Live<'_> {
 /// The walk itself, over `table`.
 fn walk(regs: &UserRegs, mem: &dyn UserMemory, table: &mut dyn Table, access: Access, cfg: &UnwindConfig) -> Trace {
     let mem = Recorder { mem, last_error: Cell::new(None), would_fault: Cell::new(false) };
+    // Room for a typical stack up front: one allocation, not a doubling per
+    // few frames.
     let mut trace = Trace {
-        entries: Vec::new(),
-        methods: Vec::new(),
+        entries: Vec::with_capacity(cfg.max_entries.min(32)),
+        methods: Vec::with_capacity(cfg.max_entries.min(32)),
         stop: Stop::MaxEntries,
         would_fault: false,
         removed_sections: Vec::new(),

@@ -87,37 +87,39 @@ pub fn load(path: &str, raw_base: u64) -> Result<SframeInput, InputError> {
     }
     let elf = Elf::parse(&data).map_err(|e| InputError::BadElf { path: path.into(), reason: e.to_string() })?;
     let target = bfd_target(&elf);
+    let bad = |reason: String| InputError::BadElf { path: path.into(), reason };
+    let Some((bytes, base)) = sframe_section(&elf, &data).map_err(bad)? else {
+        return Ok(SframeInput { bytes: Vec::new(), base: 0, bfd_target: Some(target), found: false, text: None });
+    };
+    Ok(SframeInput { bytes: bytes.to_vec(), base, bfd_target: Some(target), found: true, text: text_range(&elf) })
+}
+
+/// The bytes and address of the `.sframe` section of the ELF file `data`
+/// (by name or by type [`SHT_GNU_SFRAME`]), `None` without one, or why it
+/// cannot be read.
+pub(crate) fn sframe_section<'d>(elf: &Elf<'_>, data: &'d [u8]) -> Result<Option<(&'d [u8], u64)>, String> {
     let section = elf
         .section_headers
         .iter()
         .find(|sh| elf.shdr_strtab.get_at(sh.sh_name) == Some(".sframe") || sh.sh_type == SHT_GNU_SFRAME);
-    let Some(sh) = section else {
-        return Ok(SframeInput { bytes: Vec::new(), base: 0, bfd_target: Some(target), found: false, text: None });
-    };
+    let Some(sh) = section else { return Ok(None) };
     if sh.sh_type == goblin::elf::section_header::SHT_NOBITS {
-        return Err(InputError::BadElf { path: path.into(), reason: ".sframe has no file contents (NOBITS)".into() });
+        return Err(".sframe has no file contents (NOBITS)".into());
     }
     let range = usize::try_from(sh.sh_offset)
         .ok()
         .zip(usize::try_from(sh.sh_size).ok())
         .and_then(|(off, size)| Some(off..off.checked_add(size)?))
         .filter(|r| r.end <= data.len())
-        .ok_or_else(|| InputError::BadElf {
-            path: path.into(),
-            reason: format!(
+        .ok_or_else(|| {
+            format!(
                 ".sframe at file offset {:#x} size {:#x} lies outside the {}-byte file",
                 sh.sh_offset,
                 sh.sh_size,
                 data.len()
-            ),
+            )
         })?;
-    Ok(SframeInput {
-        bytes: data[range].to_vec(),
-        base: sh.sh_addr,
-        bfd_target: Some(target),
-        found: true,
-        text: text_range(&elf),
-    })
+    Ok(Some((&data[range], sh.sh_addr)))
 }
 
 impl SframeInput {

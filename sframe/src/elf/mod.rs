@@ -14,13 +14,17 @@
 //!   [`generate_section`] (with `generate`) makes that section from
 //!   [`load_cfi`]'s input and reports its [`Coverage`];
 //! * [`sframe_segment`] finds the `PT_GNU_SFRAME` bytes in a file, and
-//!   [`Symbols`] names code addresses from its function symbols.
+//!   [`Symbols`] names code addresses from its function symbols;
+//! * [`compare`] (with `generate`) checks a file's own `.sframe` against
+//!   its CFI at every PC, with no execution.
 
 // The list above links to items that only exist with the features.
 #![cfg_attr(not(all(feature = "elf", feature = "generate")), allow(rustdoc::broken_intra_doc_links))]
 
 #[cfg(all(feature = "elf", feature = "generate"))]
 mod cfi;
+#[cfg(all(feature = "elf", feature = "generate"))]
+pub mod compare;
 mod constants;
 #[cfg(all(feature = "elf", feature = "generate"))]
 mod coverage;
