@@ -35,7 +35,8 @@ fn migration_report_renders_in_headless_chromium() {
     let report = lab::run(&Scenario::load(&file).unwrap()).unwrap();
     let html = lab::html::report(&report);
     assert!(!html.contains("<script") && !html.contains("src=\"http") && !html.contains("<link"), "self-contained");
-    for needle in ["CPU 0", "CPU 1", "record on CPU 1", "do_sleep", "Flame graph", "exact"] {
+    let registration = "exec; .sframe sections: 1 registered, 0 refused, 1 removed";
+    for needle in ["CPU 0", "CPU 1", "record on CPU 1", "do_sleep", "Flame graph", "exact", registration] {
         assert!(html.contains(needle), "report lacks {needle:?}");
     }
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-html");

@@ -89,6 +89,8 @@ pub struct Emulator {
     pub(crate) fs: crate::fs::Vfs,
     /// Unknown syscall numbers already reported (each is reported once).
     pub(crate) unknown_reported: std::collections::BTreeSet<u64>,
+    /// Thread names set by `prctl(PR_SET_NAME)` (`comm`), by thread.
+    pub(crate) thread_names: std::collections::BTreeMap<crate::procs::Tid, [u8; 16]>,
     /// The alternate signal stack `(base, size)`, if one is set.
     pub(crate) altstack: Option<(u64, u64)>,
     /// Address of the page with the sigreturn trampolines.
@@ -490,6 +492,15 @@ impl Emulator {
 
     pub(crate) fn reg(&self, reg: i32) -> Result<u64, Error> {
         self.uc.reg_read(reg).map_err(|err| self.engine_error("read a register")(err))
+    }
+
+    /// Replaces the return value of the system call the run is stopped at
+    /// (`ret`: a value or a negative errno): for a host whose kernel model
+    /// implements the call (the lab's `.sframe` registration calls), so the
+    /// guest sees the model's answer instead of the emulator's.
+    pub fn set_syscall_return(&mut self, ret: i64) -> Result<(), Error> {
+        let reg = self.info().syscall.ret;
+        self.set_reg(reg, ret as u64)
     }
 
     pub(crate) fn set_reg(&mut self, reg: i32, value: u64) -> Result<(), Error> {

@@ -3,16 +3,17 @@
 //! grace period, and the exit hook — step by step, with the interleaving
 //! points where an NMI on the same task can strike.
 
+use crate::arch::UserRegs;
 use crate::entry::Notify;
 use crate::event::EventKind;
 use crate::interleave::Point;
 use crate::kernel::{Kernel, MutexWaiter, UnwindWork};
 use crate::memory::{Access, CopiedStack, UserMemory};
 use crate::types::{
-    Cookie, ExitPath, KernelVersion, Tid, UnwindCache, WorkId, EBUSY, EINVAL, INIT_WAITING, RESERVED_BITS,
+    Cookie, ExitPath, KernelVersion, MmId, Tid, UnwindCache, WorkId, EBUSY, EINVAL, INIT_WAITING, RESERVED_BITS,
     UNWIND_PENDING, UNWIND_USED,
 };
-use crate::unwind::{unwind_user, Trace};
+use crate::unwind::{unwind_user, unwind_user_interleaved, SframeRegistry, Trace, UnwindConfig};
 
 impl Kernel {
     fn all_bits(&self) -> u64 {
@@ -194,20 +195,37 @@ impl Kernel {
             return Ok(cache.entries[..cache.nr_entries].to_vec());
         }
         let before = mem.fault_count();
-        // Split borrows: the registers, the configuration and the registry
-        // are read in place, not copied per unwind.
-        let Kernel { tasks, mms, opts, .. } = self;
-        let task_regs = tasks.get(&tid).and_then(|t| t.regs.as_ref());
-        let Some(regs) = copy.as_ref().map(|c| &c.regs).or(task_regs) else {
-            return Err(EINVAL);
-        };
-        let registry = &mut mms[mm.0].sframe;
-        let trace: Trace = match &copy {
-            Some(copy) if tasks[&tid].mm.is_none() => {
-                let view = CopiedStack { base: copy.base, bytes: &copy.bytes, rest: mem };
-                unwind_user(regs, &view, registry, Access::Faultable, &opts.unwind)
+        let trace: Trace = if self.interleaver.is_some() {
+            // A test's interleaved walk: owned copies, as the hook needs the
+            // whole kernel between lookups.
+            let task_regs = self.task(tid).regs.clone();
+            let Some(regs) = copy.as_ref().map(|c| c.regs.clone()).or(task_regs) else {
+                return Err(EINVAL);
+            };
+            let cfg = self.opts.unwind.clone();
+            match &copy {
+                Some(copy) if self.task(tid).mm.is_none() => {
+                    let view = CopiedStack { base: copy.base, bytes: &copy.bytes, rest: mem };
+                    self.walk_interleaved(tid, mm, &regs, &view, &cfg)
+                }
+                _ => self.walk_interleaved(tid, mm, &regs, mem, &cfg),
             }
-            _ => unwind_user(regs, mem, registry, Access::Faultable, &opts.unwind),
+        } else {
+            // Split borrows: the registers, the configuration and the
+            // registry are read in place, not copied per unwind.
+            let Kernel { tasks, mms, opts, .. } = self;
+            let task_regs = tasks.get(&tid).and_then(|t| t.regs.as_ref());
+            let Some(regs) = copy.as_ref().map(|c| &c.regs).or(task_regs) else {
+                return Err(EINVAL);
+            };
+            let registry = &mut mms[mm.0].sframe;
+            match &copy {
+                Some(copy) if tasks[&tid].mm.is_none() => {
+                    let view = CopiedStack { base: copy.base, bytes: &copy.bytes, rest: mem };
+                    unwind_user(regs, &view, registry, Access::Faultable, &opts.unwind)
+                }
+                _ => unwind_user(regs, mem, registry, Access::Faultable, &opts.unwind),
+            }
         };
         let faults = mem.fault_count() - before;
         self.stats.unwinds += 1;
@@ -410,5 +428,33 @@ impl Kernel {
         self.log(cpu, Some(tid), EventKind::ExitHook { variant });
         self.process_unwind_deferred(tid, mem, "exit");
         self.task_mut(tid).work_queued = false;
+    }
+}
+
+impl Kernel {
+    /// `unwind_user()` of `tid`'s stack in `mm`, faultable, with an
+    /// interleaver installed: [`Point::UnwindBetweenLookups`] is reached
+    /// between one frame's `sframe_find()` and the next; the table is put
+    /// back in the mm for the hook (which may register or remove sections)
+    /// and taken out again for the next lookup.
+    fn walk_interleaved(
+        &mut self,
+        tid: Tid,
+        mm: MmId,
+        regs: &UserRegs,
+        mem: &dyn UserMemory,
+        cfg: &UnwindConfig,
+    ) -> Trace {
+        let cpu = self.task(tid).cpu;
+        let arch = self.mms[mm.0].arch;
+        let mut table = std::mem::replace(&mut self.mms[mm.0].sframe, SframeRegistry::new(arch));
+        let trace = unwind_user_interleaved(regs, mem, &mut table, Access::Faultable, cfg, &mut |table| {
+            std::mem::swap(&mut self.mms[mm.0].sframe, table);
+            self.point(cpu, Point::UnwindBetweenLookups);
+            self.check_walk_mm(tid, mm, "a lookup of unwind_user()");
+            std::mem::swap(&mut self.mms[mm.0].sframe, table);
+        });
+        self.mms[mm.0].sframe = table;
+        trace
     }
 }

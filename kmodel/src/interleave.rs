@@ -1,7 +1,8 @@
 //! Named interleaving points: every place where the kernel code uses an
 //! atomic read-modify-write or may be interrupted by an NMI on the same task.
 //! A test installs an [`Interleaver`] with [`Kernel::set_interleaver`] and
-//! injects NMIs (or cancels, or registrations) at any of them.
+//! injects NMIs (or cancels, tracer registrations, `.sframe` registrations
+//! and removals) at any of them.
 //!
 //! [`Interleaver`]: crate::kernel::Interleaver
 //! [`Kernel::set_interleaver`]: crate::kernel::Kernel::set_interleaver
@@ -26,6 +27,10 @@ pub enum Point {
     HandlerBeforeFetchAndnot,
     /// Handler: bits snapshot taken, before the unwind.
     HandlerAfterFetchAndnot,
+    /// `unwind_user()`: one frame's `sframe_find()` done, before the next
+    /// (each lookup holds `sframe_srcu` for itself alone, so the table may
+    /// change here). Reached only while an interleaver is installed.
+    UnwindBetweenLookups,
     /// Handler: unwound, before the SRCU-protected callback walk.
     HandlerAfterUnwind,
     /// Handler: about to consider the n-th work of the list.
@@ -45,7 +50,7 @@ pub enum Point {
 
 impl Point {
     /// Every point, in code order.
-    pub const ALL: [Point; 14] = [
+    pub const ALL: [Point; 15] = [
         Point::RequestStart,
         Point::CookieBeforeCmpxchg,
         Point::RequestAfterCookie,
@@ -53,6 +58,7 @@ impl Point {
         Point::RequestBeforeTaskWorkAdd,
         Point::HandlerBeforeFetchAndnot,
         Point::HandlerAfterFetchAndnot,
+        Point::UnwindBetweenLookups,
         Point::HandlerAfterUnwind,
         Point::HandlerBeforeCallback,
         Point::HandlerBeforeSrcuUnlock,

@@ -17,10 +17,10 @@
 //! | entry from user mode, `exit_to_user_mode()`, the NMI path and its `TWA_NMI_CURRENT` self-IPI; `task_work_add()` (`TWA_RESUME`, `TWA_NMI_CURRENT`), `task_work_run()` | `entry.rs` |
 //! | `do_exit()`: `perf_event_exit_task()`, the exit hook, `exit_mm()`, `exit_task_work()` in order ([`Kernel::exit`]); the lab's exit-path variants; `exit_group()` → `do_group_exit()` with `zap_other_threads()` ([`Kernel::exit_group`]); a killed thread's `get_signal()` (task_work first, then `do_group_exit()`) | `exit.rs` |
 //! | `copy_process()` with `unwind_task_init()` and `copy_mm()`: `dup_mm()` for a fork ([`Kernel::fork`]), `mmget()` for `clone(CLONE_VM \| CLONE_THREAD)` ([`Kernel::clone_thread`]); `execve()`: `de_thread()` ([`Kernel::de_thread`]: siblings killed and through their exit paths, `exchange_tids()`), `exec_mmap()`, `start_thread()` ([`Kernel::exec`]); context switch, migration, sleep and wake-up, `signal_wake_up()` of a killed thread ([`Kernel::signal_wake_up`]) | `task.rs` |
-//! | `mm_init()`'s `mm_init_sframe()`, exec's `PT_GNU_SFRAME` (`elf_add_sframe()`) and `prctl(PR_ADD_SFRAME / PR_REMOVE_SFRAME)` calling `sframe_add_section()` / `sframe_remove_section()`; munmap; `mm_users`: `mmget()`, `mmput()` → `__mmdrop()` → `sframe_free_mm()` at the last put | `mm.rs` |
+//! | `mm_init()`'s `mm_init_sframe()`, exec's `PT_GNU_SFRAME` (`elf_add_sframe()`), `prctl(PR_ADD_SFRAME / PR_REMOVE_SFRAME)` and `sframe_register()` / `sframe_unregister()` calling `sframe_add_section()` (with its `vma_lookup()` checks) / `sframe_remove_section()`; munmap (upstream: nothing; a named variant removes); `mm_users`: `mmget()`, `mmput()` → `__mmdrop()` → `sframe_free_mm()` at the last put | `mm.rs` |
 //! | `unwind_user()`, `unwind_user_next()`, `unwind_user_next_common()`, `unwind_user_next_sframe()` | `unwind/user.rs` |
 //! | `unwind_user_next_fp()` (`unwind_user_fp_get_frame()`), the s390x back chain | `unwind/fp.rs` |
-//! | `struct sframe_section`, `sframe_add_section()`, `sframe_remove_section()` | `unwind/sframe.rs` |
+//! | `struct sframe_section`, `sframe_add_section()` (and `CONFIG_SFRAME_VALIDATION`), `sframe_remove_section()` | `unwind/sframe.rs` |
 //! | `sframe_find()` (`__find_fde()`, `__find_fre()`, the data-word accounting) | `unwind/sframe_find.rs` |
 //! | `struct unwind_user_frame`, `UNWIND_MAX_ENTRIES`, the unwinder's configuration | `unwind/types.rs` |
 //! | `perf_event_init()` registering `perf_unwind_work`, `perf_callchain()` in the sampling NMI, perf's deferred callback (`PERF_RECORD_CALLCHAIN_DEFERRED`) | `tracer/perf.rs` |

@@ -10,7 +10,7 @@ use crate::arch::UserRegs;
 use crate::event::{EntryReason, EventKind};
 use crate::kernel::{Kernel, Task, TaskState};
 use crate::memory::UserMemory;
-use crate::types::{MmId, Tid, UnwindTaskInfo, UNWIND_PENDING};
+use crate::types::{ForkTable, MmId, Tid, UnwindTaskInfo, UNWIND_PENDING};
 use std::collections::BTreeMap;
 
 /// The exit code of a task killed by SIGKILL (`de_thread()`'s
@@ -79,7 +79,9 @@ impl Kernel {
     /// `mm_init()`, whose `mm_init_sframe()` re-initialises the maple tree;
     /// nothing copies the parent's sections (there is no `sframe_dup_mm()`
     /// in the trees that carry the series), so the child unwinds by frame
-    /// pointers until it execs or registers sections itself. A parent
+    /// pointers until it execs or registers sections itself. The lab's
+    /// [`ForkTable::Copy`] variant gives the child a copy of the parent's
+    /// table instead (logged as one `SframeAdd` per section). A parent
     /// without an mm (a kernel thread) gets a kernel-thread child.
     pub fn fork(&mut self, parent: Tid, cpu: usize) -> Tid {
         let (name, parent_mm, kthread) = {
@@ -91,10 +93,23 @@ impl Kernel {
             self.new_mm(arch)
         });
         let tid = self.alloc_task(&name, child_mm, kthread, cpu, None);
+        self.log(cpu, Some(tid), EventKind::TaskNew { parent: Some(parent), thread: false });
+        if let (Some(from), Some(to)) = (parent_mm, child_mm) {
+            if self.opts.sframe_table.fork == ForkTable::Copy {
+                let table = self.mms[from.0].sframe.clone();
+                for e in table.entries() {
+                    self.log(
+                        cpu,
+                        Some(tid),
+                        EventKind::SframeAdd { sframe: e.sframe_start, text: e.text_start, error: None },
+                    );
+                }
+                self.mms[to.0].sframe = table;
+            }
+        }
         if kthread {
             self.task_mut(tid).state = TaskState::Kernel;
         }
-        self.log(cpu, Some(tid), EventKind::TaskNew { parent: Some(parent), thread: false });
         self.check_structure();
         tid
     }

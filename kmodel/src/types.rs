@@ -209,6 +209,87 @@ pub enum PerfRegistration {
     Late,
 }
 
+/// What a fork does to the child's `.sframe` table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ForkTable {
+    /// Upstream (the trees carrying the v13 series): `dup_mm()` →
+    /// `mm_init()` → `mm_init_sframe()` gives the child an empty table, and
+    /// no `sframe_dup_mm()` copies the parent's; the child unwinds by frame
+    /// pointers until it execs or registers sections itself.
+    #[default]
+    Empty,
+    /// A lab variant: the child starts with a copy of the parent's table
+    /// (its memory is a copy of the parent's, so the sections are there).
+    Copy,
+}
+
+/// What `munmap()` does to registered sections it unmaps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MunmapSframe {
+    /// Upstream: nothing. An entry outlives its mapping until it is
+    /// unregistered, a walk finds it corrupt, or the mm dies.
+    #[default]
+    Keep,
+    /// A lab variant: sections whose text or `.sframe` range intersects the
+    /// unmapped range are removed with it.
+    Remove,
+}
+
+/// The `prctl()` options for registration (`PR_ADD_SFRAME`,
+/// `PR_REMOVE_SFRAME`). They changed between revisions (71/72, 74/75,
+/// 78/79, 79/80); the default is the last pair seen in the series.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrctlNumbers {
+    /// `PR_ADD_SFRAME`.
+    pub add: u64,
+    /// `PR_REMOVE_SFRAME`.
+    pub remove: u64,
+}
+
+impl Default for PrctlNumbers {
+    fn default() -> Self {
+        PrctlNumbers { add: 79, remove: 80 }
+    }
+}
+
+/// The system-call numbers of `sframe_register()` and
+/// `sframe_unregister()` (RFC 2026: none is assigned, so the lab picks two
+/// far above every architecture's table, the same on all three).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SyscallNumbers {
+    /// `sframe_register`.
+    pub register: u64,
+    /// `sframe_unregister`.
+    pub unregister: u64,
+}
+
+impl Default for SyscallNumbers {
+    fn default() -> Self {
+        SyscallNumbers { register: 1000, unregister: 1001 }
+    }
+}
+
+/// How the per-mm `.sframe` table behaves and is reached: the interfaces'
+/// numbers, the optional validation, and the lab's variants, each
+/// defaulting to upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct SframeTableOptions {
+    /// Fork: an empty table (upstream) or a copy of the parent's.
+    pub fork: ForkTable,
+    /// munmap: keep the entries (upstream) or remove them.
+    pub munmap: MunmapSframe,
+    /// `CONFIG_SFRAME_VALIDATION`: validate every FDE and row at add time.
+    pub full_validation: bool,
+    /// The prctl options.
+    pub prctl: PrctlNumbers,
+    /// The system-call numbers.
+    pub syscalls: SyscallNumbers,
+}
+
 /// How the modelled kernel is configured.
 #[derive(Debug, Clone, Serialize)]
 pub struct KernelOptions {
@@ -240,6 +321,8 @@ pub struct KernelOptions {
     /// [`Kernel::nmi`]: crate::kernel::Kernel::nmi
     /// [`Stats::nmi_walk_would_fault`]: crate::kernel::Stats::nmi_walk_would_fault
     pub probe_nmi_walk: bool,
+    /// The `.sframe` table's interfaces and variants.
+    pub sframe_table: SframeTableOptions,
 }
 
 impl Default for KernelOptions {
@@ -255,6 +338,7 @@ impl Default for KernelOptions {
             bits_per_long: 64,
             perf_registration: PerfRegistration::Boot,
             probe_nmi_walk: false,
+            sframe_table: SframeTableOptions::default(),
         }
     }
 }

@@ -319,7 +319,7 @@ fn task_with_evicted_sframe(opts: KernelOptions) -> (PagedMemory, Kernel, MmId, 
     let end = place(&mut mem, &table(Version::V3, Abi::Amd64, functions), section);
     let mut k = kernel(opts);
     let mm = k.new_mm(Arch::X86_64);
-    k.add_sframe(mm, &mem, (section, end), (0x40_0000, 0x41_0000)).unwrap();
+    k.add_sframe(mm, &mem, support::ANY_VMA, (section, end), (0x40_0000, 0x41_0000)).unwrap();
     let t = k.spawn("task", mm, 0);
     mem.evict(section, end - section);
     assert!(!mem.is_resident(section));

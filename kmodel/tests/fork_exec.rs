@@ -41,7 +41,7 @@ fn register_old_image_section(k: &mut Kernel, mm: MmId, mem: &mut PagedMemory, r
     mem.write_word(regs.sp(), SFRAME_RA, false);
     let functions = vec![RawFunction::new(0x40_1000, 0x100, vec![RawRow::new(0, true, &[8])])];
     let end = place(mem, &table(Version::V3, Abi::Amd64, functions), SECTION);
-    k.add_sframe(mm, mem, (SECTION, end), OLD_TEXT).unwrap();
+    k.add_sframe(mm, mem, support::ANY_VMA, (SECTION, end), OLD_TEXT).unwrap();
 }
 
 /// The new image after exec: one mapped stack page and the registers
@@ -265,7 +265,7 @@ fn fork_then_child_exec_then_exit() {
     k.exec(child, new_mm, new_regs.clone());
     let functions = vec![RawFunction::new(0x50_1000, 0x100, vec![RawRow::new(0, true, &[8])])];
     let end = place(&mut new_mem, &table(Version::V3, Abi::Amd64, functions), 0x70_0000);
-    k.add_sframe(new_mm, &new_mem, (0x70_0000, end), (0x50_0000, 0x51_0000)).unwrap();
+    k.add_sframe(new_mm, &new_mem, support::ANY_VMA, (0x70_0000, end), (0x50_0000, 0x51_0000)).unwrap();
     k.return_to_user(child, &new_mem);
     // SFrame on the new image: the entry PC, then the (zero) word at SP.
     assert_eq!(callbacks(&k), vec![(a.0, cookie(3, 1), 2)]);

@@ -1,11 +1,15 @@
 //! Exhaustive interleavings: every placement of one injected action (an NMI
-//! that requests for some tracer, a cancel, or the registration of a new
-//! tracer that requests as soon as its init returns), and of pairs of them,
+//! that requests for some tracer, a cancel, the registration of a new
+//! tracer that requests as soon as its init returns, or a change of the
+//! mm's `.sframe` table: a section registered or one unregistered, as
+//! another thread of the process would with the prctl), and of pairs of them
+//! (a table change paired with an NMI only),
 //! at every interleaving point the deferred-unwind code reaches, on 1–2 CPUs
 //! with 2–3 tracers, with and without exit, and with two threads sharing
 //! one mm (an NMI on either CPU at every point; one thread exits between
 //! its request and its unwind while the other carries on, then exits last
-//! and frees the mm). Every invariant is checked after every step; the
+//! and frees the mm). The points include those between two frames'
+//! lookups of a walk. Every invariant is checked after every step; the
 //! count of interleavings explored is printed.
 //!
 //! The kernels here register perf late (no perf session: no perf work), so
@@ -22,8 +26,12 @@ use kmodel::interleave::Point;
 use kmodel::kernel::Kernel;
 use kmodel::memory::PagedMemory;
 use kmodel::types::{ExitPath, KernelOptions, KernelVersion, Tid, WorkId, EINVAL, INIT_WAITING};
-use support::stack::fp_stack;
-use support::{task, without_perf};
+use kmodel::unwind::Method;
+use sframe::write::{RawFunction, RawRow};
+use sframe::{Abi, Version};
+use support::sections::{place, table};
+use support::stack::{expected_trace, fp_stack};
+use support::{task, without_perf, ANY_VMA};
 
 #[derive(Debug, Clone, Copy)]
 enum Action {
@@ -37,6 +45,30 @@ enum Action {
     /// the cancel holding `callback_mutex` returns) it requests from an NMI
     /// at the next point reached.
     Init,
+    /// `PR_ADD_SFRAME` of the callers' section (text 0x401100..0x401500).
+    Register,
+    /// `PR_REMOVE_SFRAME` of the innermost function's section, registered
+    /// before the run.
+    Unregister,
+}
+
+/// The innermost function's section (registered before the run) and the
+/// callers' (registered by [`Action::Register`]): FP-based rows (CFA = FP +
+/// 16, FP saved at CFA − 16, RA at CFA − 8), so an SFrame step and an FP
+/// step agree on [`fp_stack`] and the table may change under a walk
+/// without changing what it finds.
+const INNER: (u64, u64) = (0x40_1000, 0x40_10ff);
+const CALLERS_TEXT: (u64, u64) = (0x40_1100, 0x40_14ff);
+const INNER_SFRAME: u64 = 0x5000_0000;
+const CALLERS_SFRAME: u64 = 0x5000_1000;
+
+/// Places both sections in `mem`; returns their ends.
+fn place_sections(mem: &mut PagedMemory) -> (u64, u64) {
+    let section = |text: (u64, u64)| {
+        let rows = vec![RawRow::new(0, false, &[16, -16])];
+        table(Version::V3, Abi::Amd64, vec![RawFunction::new(text.0, (text.1 - text.0 + 1) as u32, rows)])
+    };
+    (place(mem, &section(INNER), INNER_SFRAME), place(mem, &section(CALLERS_TEXT), CALLERS_SFRAME))
 }
 
 /// What one run did.
@@ -56,6 +88,8 @@ struct Outcome {
     /// read it before the cancel, or in a handler's snapshot) and the new
     /// tracer gets that bit. Upstream's own hazard (reference §4, derived).
     reregistered_after_cancel: bool,
+    /// Table changes placed between two lookups of a walk.
+    table_changes_mid_walk: usize,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -76,23 +110,27 @@ fn kernel(cpus: usize, version: KernelVersion) -> Kernel {
 
 /// Runs the scenario with `actions` injected at the given point hits.
 fn run(cfg: Config, actions: &[(usize, Action)]) -> Outcome {
-    let (mem, regs) = fp_stack(Arch::X86_64, 3);
+    let (mut mem, regs) = fp_stack(Arch::X86_64, 3);
+    let (inner_end, callers_end) = place_sections(&mut mem);
     let mem = Rc::new(mem);
     let mut k = kernel(cfg.cpus, cfg.version);
     let works: Vec<WorkId> = (0..cfg.tracers).map(|i| k.unwind_deferred_init(&format!("t{i}")).0).collect();
     let t = task(&mut k, 0);
+    let mm = k.task(t).mm.expect("a user task");
+    k.add_sframe(mm, &*mem, ANY_VMA, (INNER_SFRAME, inner_end), INNER).expect("the innermost section registers");
     let hits = Rc::new(RefCell::new(0usize));
     let injected = Rc::new(RefCell::new(0usize));
     // (inits in a grace period, inits that waited, re-registered after a cancel)
     let inits = Rc::new(RefCell::new((0usize, 0usize, false)));
+    let mid_walk = Rc::new(RefCell::new(0usize));
     {
         let (hits, injected, mem, works) = (hits.clone(), injected.clone(), mem.clone(), works.clone());
-        let inits = inits.clone();
+        let (inits, mid_walk) = (inits.clone(), mid_walk.clone());
         let actions = actions.to_vec();
         let mut cancelled = false;
         // New tracers whose first request is still to come.
         let mut fresh: Vec<WorkId> = Vec::new();
-        k.set_interleaver(Some(Box::new(move |k: &mut Kernel, cpu: usize, _p: Point| {
+        k.set_interleaver(Some(Box::new(move |k: &mut Kernel, cpu: usize, p: Point| {
             let n = *hits.borrow();
             *hits.borrow_mut() += 1;
             // A new tracer requests once its init has returned.
@@ -106,6 +144,8 @@ fn run(cfg: Config, actions: &[(usize, Action)]) -> Outcome {
             for &(at, action) in &actions {
                 if at == n {
                     *injected.borrow_mut() += 1;
+                    let table_change = matches!(action, Action::Register | Action::Unregister);
+                    *mid_walk.borrow_mut() += usize::from(table_change && p == Point::UnwindBetweenLookups);
                     match action {
                         Action::Nmi(i) => {
                             k.nmi_request(cpu, works[i], None, &*mem);
@@ -126,6 +166,16 @@ fn run(cfg: Config, actions: &[(usize, Action)]) -> Outcome {
                             inits.2 |= cancelled && !in_grace;
                             fresh.push(work);
                         }
+                        // Another thread of the process changes the table;
+                        // once the mm is gone there is no one to do it.
+                        Action::Register if !k.mm(mm).freed => {
+                            let sframe = (CALLERS_SFRAME, callers_end);
+                            let _ = k.add_sframe(mm, &*mem, ANY_VMA, sframe, CALLERS_TEXT);
+                        }
+                        Action::Unregister if !k.mm(mm).freed => {
+                            let _ = k.remove_sframe(mm, INNER_SFRAME, "prctl(PR_REMOVE_SFRAME)");
+                        }
+                        Action::Register | Action::Unregister => {}
                     }
                 }
             }
@@ -141,7 +191,16 @@ fn run(cfg: Config, actions: &[(usize, Action)]) -> Outcome {
     let violations = k.take_violations().into_iter().map(|v| v.to_string()).collect();
     let (points, injected) = (*hits.borrow(), *injected.borrow());
     let (inits_in_grace, inits_waited, reregistered_after_cancel) = *inits.borrow();
-    Outcome { points, violations, injected, inits_in_grace, inits_waited, reregistered_after_cancel }
+    let table_changes_mid_walk = *mid_walk.borrow();
+    Outcome {
+        points,
+        violations,
+        injected,
+        inits_in_grace,
+        inits_waited,
+        reregistered_after_cancel,
+        table_changes_mid_walk,
+    }
 }
 
 /// One task: a system call with requests, maybe a migration, then exit
@@ -217,7 +276,8 @@ fn configs(version: KernelVersion) -> Vec<Config> {
 fn actions(cfg: &Config) -> Vec<Action> {
     let nmis = (0..cfg.tracers).map(Action::Nmi);
     let others = (0..cfg.tracers).filter(|_| cfg.threads).map(Action::NmiOther);
-    nmis.chain(others).chain((0..cfg.tracers).map(Action::Cancel)).chain([Action::Init]).collect()
+    let table = [Action::Register, Action::Unregister];
+    nmis.chain(others).chain((0..cfg.tracers).map(Action::Cancel)).chain([Action::Init]).chain(table).collect()
 }
 
 /// An init placed in a cancel's grace period waits for it. Violations are
@@ -250,8 +310,10 @@ fn check(cfg: &Config, what: &str, o: &Outcome, double_cancel: bool) {
 #[test]
 fn every_single_and_paired_placement_keeps_every_invariant() {
     let (mut explored, mut waited, mut hazards, mut threaded) = (0usize, 0usize, 0usize, 0usize);
+    let mut mid_walk = 0usize;
     let mut tally = |cfg: &Config, o: &Outcome, double_cancel: bool| {
         explored += 1;
+        mid_walk += usize::from(o.table_changes_mid_walk > 0);
         threaded += usize::from(cfg.threads);
         waited += usize::from(o.inits_waited > 0);
         hazards += usize::from(!o.violations.is_empty() && !double_cancel);
@@ -273,6 +335,16 @@ fn every_single_and_paired_placement_keeps_every_invariant() {
             for at2 in at1 + 1..points + 4 {
                 for &a1 in &acts {
                     for &a2 in &acts {
+                        // A table change is paired with an NMI (a request
+                        // in flight when the table changes, or a change
+                        // under a request's unwind), not with a cancel, an
+                        // init or another change: those touch no state the
+                        // table shares, and the pairs would double the run.
+                        let table = |a: Action| matches!(a, Action::Register | Action::Unregister);
+                        let nmi = |a: Action| matches!(a, Action::Nmi(_) | Action::NmiOther(_));
+                        if (table(a1) && !nmi(a2)) || (table(a2) && !nmi(a1)) {
+                            continue;
+                        }
                         let o = run(cfg, &[(at1, a1), (at2, a2)]);
                         let twice = matches!((a1, a2), (Action::Cancel(i), Action::Cancel(j)) if i == j);
                         // The second action may fall past the last point.
@@ -286,8 +358,10 @@ fn every_single_and_paired_placement_keeps_every_invariant() {
     }
     println!(
         "explored {explored} interleavings ({threaded} with two threads in one mm); in {waited} an init waited \
-         for a cancel's grace period; {hazards} showed upstream's hazard of a bit reused while in flight"
+         for a cancel's grace period; {hazards} showed upstream's hazard of a bit reused while in flight; \
+         in {mid_walk} the .sframe table changed between two lookups of a walk"
     );
+    assert!(mid_walk > 0, "no table change was placed between two lookups");
     assert!(threaded > 1_000, "explored only {threaded} with two threads");
     assert!(explored > 10_000, "explored only {explored}");
     assert!(waited > 0, "no init was placed in a cancel's grace period");
@@ -421,4 +495,53 @@ fn init_and_cancel_wait_for_a_cancel_in_its_grace_period() {
     assert_eq!(violations.len(), 1, "{violations:?}");
     assert_eq!(violations[0].invariant, "P1");
     assert!(violations[0].detail.contains("while its first cancel waits"), "{}", violations[0].detail);
+}
+
+/// A section removed between two lookups of a walk (each `sframe_find()`
+/// holds `sframe_srcu` for itself alone): the frame already found stays,
+/// the next lookup finds no section and falls back to frame pointers, and
+/// the stack delivered is the same. A section registered there is used by
+/// the next lookup.
+#[test]
+fn the_table_may_change_between_two_lookups_of_a_walk() {
+    for (action, want) in [
+        (Action::Unregister, [Method::Sframe, Method::Fp, Method::Fp]),
+        (Action::Register, [Method::Sframe, Method::Sframe, Method::Sframe]),
+    ] {
+        let (mut mem, regs) = fp_stack(Arch::X86_64, 3);
+        let (inner_end, callers_end) = place_sections(&mut mem);
+        let mem = Rc::new(mem);
+        let mut k = kernel(1, KernelVersion::V6_19);
+        let (a, _) = k.unwind_deferred_init("a");
+        let t = task(&mut k, 0);
+        let mm = k.task(t).mm.unwrap();
+        k.add_sframe(mm, &*mem, ANY_VMA, (INNER_SFRAME, inner_end), INNER).unwrap();
+        {
+            let mem = mem.clone();
+            k.set_interleaver(Some(Box::new(move |k: &mut Kernel, _cpu: usize, p: Point| {
+                if p != Point::UnwindBetweenLookups {
+                    return;
+                }
+                match action {
+                    Action::Unregister => k.remove_sframe(mm, INNER_SFRAME, "prctl(PR_REMOVE_SFRAME)").unwrap(),
+                    _ => k.add_sframe(mm, &*mem, ANY_VMA, (CALLERS_SFRAME, callers_end), CALLERS_TEXT).unwrap(),
+                }
+                k.set_interleaver(None);
+            })));
+        }
+        k.enter(t, EntryReason::Syscall, regs, &*mem);
+        k.unwind_deferred_request(0, a);
+        k.return_to_user(t, &*mem);
+        let methods: Vec<Vec<Method>> = k
+            .events()
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EventKind::Unwind { methods, .. } => Some(methods.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(methods, [want.to_vec()], "{action:?}");
+        assert_eq!(support::callbacks(&k).iter().map(|c| c.2).collect::<Vec<_>>(), [expected_trace(3).len()]);
+        assert!(k.take_violations().is_empty());
+    }
 }

@@ -40,7 +40,7 @@ fn register_section(k: &mut Kernel, mm: MmId, mem: &mut PagedMemory, regs: &User
     mem.write_word(regs.sp(), SFRAME_RA, false);
     let functions = vec![RawFunction::new(0x40_1000, 0x100, vec![RawRow::new(0, true, &[8])])];
     let end = place(mem, &table(Version::V3, Abi::Amd64, functions), SECTION);
-    k.add_sframe(mm, mem, (SECTION, end), (0x40_0000, 0x41_0000)).unwrap();
+    k.add_sframe(mm, mem, support::ANY_VMA, (SECTION, end), (0x40_0000, 0x41_0000)).unwrap();
 }
 
 /// The SFrame walk of `regs` in `mm` as the table stands now.

@@ -28,7 +28,7 @@ fn add(
     text: (u64, u64),
     mode: SframeMode,
 ) -> Result<(), RegError> {
-    registry.add(mem, Access::Faultable, sframe, text, mode)
+    registry.add(mem, support::ANY_VMA, Access::Faultable, sframe, text, mode, false)
 }
 
 #[test]
@@ -110,7 +110,10 @@ fn bad_ranges_and_unreadable_headers_are_refused() {
     assert!(matches!(result, Err(RegError::Fault(_))));
     assert_eq!(result.unwrap_err().errno(), -14);
     mem.evict(SFRAME, 1);
-    assert!(matches!(registry.add(&mem, Access::NoFault, range, TEXT, SframeMode::Lab), Err(RegError::Fault(_))));
+    assert!(matches!(
+        registry.add(&mem, support::ANY_VMA, Access::NoFault, range, TEXT, SframeMode::Lab, false),
+        Err(RegError::Fault(_))
+    ));
     add(&mut registry, &mem, range, TEXT, SframeMode::Lab).unwrap();
     assert_eq!(mem.faults(), 1);
 }
@@ -163,10 +166,10 @@ fn unmapping_text_or_sframe_drops_the_entries_it_touches() {
     add(&mut registry, &mem, range, (0x40_0000, 0x40_1000), SframeMode::Lab).unwrap();
     add(&mut registry, &mem, (0x5100_0000, other), (0x40_4000, 0x40_5000), SframeMode::Lab).unwrap();
     // Next to both, touching neither (ranges are half-open here).
-    assert_eq!(registry.unmap(0x40_1000, 0x40_4000), 0);
-    assert_eq!(registry.unmap(range.1, 0x5100_0000), 0);
+    assert_eq!(registry.unmap(0x40_1000, 0x40_4000), Vec::<u64>::new());
+    assert_eq!(registry.unmap(range.1, 0x5100_0000), Vec::<u64>::new());
     // The .sframe mapping of the second, then the text of the first.
-    assert_eq!(registry.unmap(0x5100_0000, 0x5100_1000), 1);
-    assert_eq!(registry.unmap(0x40_0fff, 0x40_1000), 1);
+    assert_eq!(registry.unmap(0x5100_0000, 0x5100_1000), [0x5100_0000]);
+    assert_eq!(registry.unmap(0x40_0fff, 0x40_1000), [SFRAME]);
     assert!(registry.is_empty());
 }

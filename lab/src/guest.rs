@@ -168,9 +168,10 @@ pub(crate) fn image_mm(k: &mut Kernel, emu: &mut Emulator) -> kmodel::types::MmI
     let mm = k.new_mm(emu.arch());
     for object in emu.objects() {
         let (Some((addr, size)), Some(text)) = (object.sframe(), object.text()) else { continue };
+        let vmas = crate::loader::emu_vmas(emu.pages());
         let mem = emu.user_memory();
         // A refused section is logged by the model; FP remains.
-        let _ = k.add_sframe(mm, &mem, (addr, addr.saturating_add(size)), text);
+        let _ = k.add_sframe(mm, &mem, &vmas, (addr, addr.saturating_add(size)), text);
     }
     mm
 }

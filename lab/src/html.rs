@@ -53,6 +53,7 @@ fn summary(r: &Report, out: &mut String) {
     let rows = [
         ("machine", format!("{}, {} CPU(s)", r.scenario.machine.arch, r.scenario.machine.cpus)),
         ("kernel", format!("{}, exit path {}", r.scenario.kernel.version, r.scenario.kernel.exit_path)),
+        ("registration", registration(r)),
         ("samples", format!("{} taken, {} judged", s.samples, s.judged)),
         ("verdicts", format!("{} exact, {} truncated, {} wrong, {} lost", s.exact, s.truncated, s.wrong, s.lost)),
         ("unwinds", format!("{} in task context, {} page faults taken there", s.unwinds, s.task_faults)),
@@ -72,6 +73,26 @@ fn summary(r: &Report, out: &mut String) {
             write!(out, "<tr><th>guest {}</th><td>{} instructions, {}</td></tr>", esc(&g.name), g.instructions, end);
     }
     out.push_str("</table>");
+}
+
+/// The registration interface and what the `.sframe` table saw: sections
+/// registered, refused and removed (by any interface, or at the mm's end).
+fn registration(r: &Report) -> String {
+    use kmodel::event::EventKind;
+    let (mut added, mut refused, mut removed) = (0, 0, 0);
+    for e in &r.kernel_events {
+        match &e.kind {
+            EventKind::SframeAdd { error: None, .. } => added += 1,
+            EventKind::SframeAdd { error: Some(_), .. } => refused += 1,
+            EventKind::SframeRemove { .. } => removed += 1,
+            _ => {}
+        }
+    }
+    format!(
+        "{}; .sframe sections: {added} registered, {refused} refused, {removed} removed (frames below are named \
+         object!function+offset: the object each came from)",
+        r.scenario.kernel.registration
+    )
 }
 
 fn color(name: &str) -> &'static str {

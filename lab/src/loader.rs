@@ -4,8 +4,10 @@
 //! registers sections: the program's and its interpreter's
 //! (`guest.rs`'s `image_mm`); libraries `ld.so` maps later are never
 //! registered, so a walk that reaches them falls back to frame pointers.
-//! [`Registration::Loader`] adds the *simulated loader*: what a dynamic loader
-//! with SFrame support would do (not in glibc yet):
+//! [`Registration::Loader`] (`loader-prctl`) and
+//! [`Registration::LoaderSyscall`] (`loader-syscall`) add the *simulated
+//! loader*: what a dynamic loader with SFrame support would do (not in
+//! glibc yet), through `prctl()` or through `sframe_register()`:
 //! register each object's `PT_GNU_SFRAME` once its text is mapped
 //! executable, and unregister it before the object is unmapped. The lab sees
 //! objects come and go through the emulator's
@@ -13,32 +15,63 @@
 //! the stop of the system call that mapped or unmapped them, while the task
 //! is still in the kernel: the same point at which a loader's own call,
 //! made right after (or before) its `mmap`/`munmap`, would reach the kernel.
+//! It enters the model where the interface does, on the calling task
+//! (`Kernel::prctl_sframe`, `Kernel::sframe_register_setup`), so its
+//! results and log events are those of the call a loader would make.
+//!
+//! A guest may also call the interfaces itself: `model_call` answers the
+//! registration prctl options and system calls at their stop with the
+//! model's return value.
 
-use emu::{Emulator, Event, Object, Perms, Pid};
+use emu::{Emulator, Event, Object, PageTable, Perms, Pid};
 use kmodel::kernel::Kernel;
-use kmodel::types::MmId;
+use kmodel::types::Tid;
+use kmodel::unwind::Vma;
 use serde::{Deserialize, Serialize};
 
 /// Which interfaces register SFrame sections (scenario `kernel.registration`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
 pub enum Registration {
     /// Upstream (v13 `elf_add_sframe`): exec registers the program and its
-    /// interpreter; nothing else is ever registered.
+    /// interpreter; nothing else is ever registered (a guest may still
+    /// call the interfaces itself).
     #[default]
+    #[serde(rename = "exec")]
     Exec,
     /// Exec, plus a loader that registers every object it maps and
-    /// unregisters it before unmapping it (not upstream in glibc).
+    /// unregisters it before unmapping it (not upstream in glibc), through
+    /// `prctl(PR_ADD_SFRAME / PR_REMOVE_SFRAME)` (v13). `loader` is
+    /// accepted for it.
+    #[serde(rename = "loader-prctl", alias = "loader")]
     Loader,
+    /// The same simulated loader, through `sframe_register()` /
+    /// `sframe_unregister()` (RFC 2026).
+    #[serde(rename = "loader-syscall")]
+    LoaderSyscall,
+}
+
+impl Registration {
+    /// True when the simulated loader runs.
+    pub fn has_loader(self) -> bool {
+        self != Registration::Exec
+    }
 }
 
 impl std::fmt::Display for Registration {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Registration::Exec => "exec",
-            Registration::Loader => "exec + simulated loader",
+            Registration::Loader => "exec + simulated loader (prctl)",
+            Registration::LoaderSyscall => "exec + simulated loader (sframe_register)",
         })
     }
+}
+
+/// The emulator's areas as the model's `vma_lookup()` sees them: one VMA
+/// per area, executable when mapped with `PROT_EXEC`. A copy, taken before
+/// the model reads user memory (which borrows the emulator).
+pub(crate) fn emu_vmas(pages: &PageTable) -> Vec<Vma> {
+    pages.areas().map(|a| Vma { start: a.start, end: a.end, exec: a.perms.contains(Perms::EXEC) }).collect()
 }
 
 /// The simulated loader's state for one guest (all its processes).
@@ -64,9 +97,20 @@ impl Loader {
     /// Acts on what the system call `emu` just stopped at did to the
     /// objects of its current process: unregister what is gone, register
     /// in `mm` what is now mapped executable.
-    pub(crate) fn after_syscall(&mut self, k: &mut Kernel, mm: MmId, emu: &mut Emulator) {
+    /// A loader that does not unregister (`unregisters` false: the
+    /// scenario's `loader_unregisters`) leaves a stale entry behind each
+    /// object it unmaps.
+    pub(crate) fn after_syscall(
+        &mut self,
+        k: &mut Kernel,
+        tid: Tid,
+        how: Registration,
+        unregisters: bool,
+        emu: &mut Emulator,
+    ) {
         let pid = emu.pid();
         let events = emu.events();
+        let mut gone = Vec::new();
         for event in events.get(self.seen..).unwrap_or_default() {
             match event {
                 Event::ObjectMapped { pid: p, object, .. } if *p == pid && object.sframe().is_some() => {
@@ -77,8 +121,9 @@ impl Loader {
                     if let Some((start, _)) = object.sframe() {
                         if let Some(at) = self.registered.iter().position(|&r| r == (pid, start)) {
                             self.registered.remove(at);
-                            // Refusals are logged by the model.
-                            let _ = k.remove_sframe(mm, start, "unregistered by the loader before munmap");
+                            if unregisters {
+                                gone.push(start);
+                            }
                         }
                     }
                 }
@@ -86,6 +131,10 @@ impl Loader {
             }
         }
         self.seen = events.len();
+        for start in gone {
+            // Refusals are logged by the model.
+            unregister(k, tid, how, emu, start);
+        }
         let mut still = Vec::new();
         for (p, object) in std::mem::take(&mut self.waiting) {
             let (Some((start, size)), Some(text)) = (object.sframe(), object.text()) else { continue };
@@ -94,11 +143,72 @@ impl Loader {
                 still.push((p, object));
                 continue;
             }
-            let mem = emu.user_memory();
-            if k.add_sframe(mm, &mem, (start, start.saturating_add(size)), text).is_ok() {
+            if register(k, tid, how, emu, (start, size), text) == 0 {
                 self.registered.push((pid, start));
             }
         }
         self.waiting = still;
     }
+}
+
+/// Registers a section of `size` bytes at `start` for `text` on `tid`'s
+/// behalf through the interface `how` names; the call's return value.
+fn register(
+    k: &mut Kernel,
+    tid: Tid,
+    how: Registration,
+    emu: &mut Emulator,
+    sframe: (u64, u64),
+    text: (u64, u64),
+) -> i64 {
+    let vmas = emu_vmas(emu.pages());
+    let mem = emu.user_memory();
+    let (start, size) = sframe;
+    if how == Registration::LoaderSyscall {
+        return k.sframe_register_setup(tid, &mem, &vmas, [start, size, text.0, text.1.wrapping_sub(text.0)]);
+    }
+    let add = k.options().sframe_table.prctl.add;
+    let args = [start, start.saturating_add(size), text.0, text.1];
+    k.prctl_sframe(tid, &mem, &vmas, add, args).expect("PR_ADD_SFRAME is the model's")
+}
+
+/// Unregisters the section at `start` on `tid`'s behalf through `how`.
+fn unregister(k: &mut Kernel, tid: Tid, how: Registration, emu: &mut Emulator, start: u64) -> i64 {
+    if how == Registration::LoaderSyscall {
+        return k.sframe_unregister_setup(tid, [start, 0, 0, 0]);
+    }
+    let vmas = emu_vmas(emu.pages());
+    let mem = emu.user_memory();
+    let remove = k.options().sframe_table.prctl.remove;
+    k.prctl_sframe(tid, &mem, &vmas, remove, [start, 0, 0, 0]).expect("PR_REMOVE_SFRAME is the model's")
+}
+
+/// A guest's own call to a registration interface, at the call's stop:
+/// `prctl` with one of the model's options, or the model's
+/// `sframe_register` / `sframe_unregister` number (which the emulator does
+/// not know). The model answers, and its value replaces the emulator's
+/// (`EINVAL` for an unknown prctl option, `ENOSYS` for an unknown call) in
+/// the guest's return register. `None` when the call is not one of these.
+pub(crate) fn model_call(
+    k: &mut Kernel,
+    tid: Tid,
+    emu: &mut Emulator,
+    record: &emu::SyscallRecord,
+) -> Result<Option<i64>, emu::Error> {
+    let a = record.args;
+    let vmas = emu_vmas(emu.pages());
+    let ret = {
+        let mem = emu.user_memory();
+        if record.name == "prctl" {
+            k.prctl_sframe(tid, &mem, &vmas, a[0], [a[1], a[2], a[3], a[4]])
+        } else if record.name == "?" {
+            k.sframe_syscall(tid, &mem, &vmas, record.nr, [a[0], a[1]])
+        } else {
+            None
+        }
+    };
+    if let Some(ret) = ret {
+        emu.set_syscall_return(ret)?;
+    }
+    Ok(ret)
 }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use kmodel::kernel::Kernel;
 use kmodel::tracer::{PerfRecord, UserChain};
-use kmodel::types::KernelOptions;
+use kmodel::types::{KernelOptions, SframeTableOptions};
 use kmodel::unwind::UnwindConfig;
 
 use crate::report::{GuestResult, Progress, Report, RunError};
@@ -39,6 +39,13 @@ fn kernel_options(scenario: &Scenario) -> KernelOptions {
         perf_registration: scenario.kernel.perf_registration,
         // The account reports how many in-NMI walks would have faulted.
         probe_nmi_walk: true,
+        sframe_table: SframeTableOptions {
+            fork: scenario.kernel.fork_table,
+            munmap: scenario.kernel.munmap_sframe,
+            full_validation: scenario.kernel.sframe_validation,
+            prctl: scenario.kernel.sframe_prctl,
+            syscalls: scenario.kernel.sframe_syscalls,
+        },
     }
 }
 

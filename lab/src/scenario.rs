@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use kmodel::arch::Arch;
 use kmodel::tracer::UserStackMode;
-use kmodel::types::{ExitPath, KernelVersion, PerfRegistration};
+use kmodel::types::{ExitPath, ForkTable, KernelVersion, MunmapSframe, PerfRegistration, PrctlNumbers, SyscallNumbers};
 use kmodel::unwind::{Method, SframeMode};
 use serde::{Deserialize, Serialize};
 
@@ -253,9 +253,26 @@ pub struct KernelConfig {
     /// first deferred session.
     pub perf_registration: PerfRegistration,
     /// Which interfaces register SFrame sections: `exec` (upstream: the
-    /// program and its interpreter) or `loader` (exec, plus a simulated
-    /// dynamic loader registering every object it maps).
+    /// program and its interpreter), `loader-prctl` (alias `loader`: exec,
+    /// plus a simulated dynamic loader registering every object it maps
+    /// through the prctl) or `loader-syscall` (the same through
+    /// `sframe_register()`).
     pub registration: crate::loader::Registration,
+    /// `PR_ADD_SFRAME` and `PR_REMOVE_SFRAME` (`{"add": 79, "remove": 80}`
+    /// by default).
+    pub sframe_prctl: PrctlNumbers,
+    /// The `sframe_register` / `sframe_unregister` system-call numbers
+    /// (`{"register": 1000, "unregister": 1001}` by default).
+    pub sframe_syscalls: SyscallNumbers,
+    /// A forked child's table: `empty` (upstream) or `copy`.
+    pub fork_table: ForkTable,
+    /// What munmap does to registered sections: `keep` (upstream) or `remove`.
+    pub munmap_sframe: MunmapSframe,
+    /// `CONFIG_SFRAME_VALIDATION`: validate each section fully at add time.
+    pub sframe_validation: bool,
+    /// The simulated loader unregisters an object before unmapping it
+    /// (true); false models a loader that forgets, leaving stale entries.
+    pub loader_unregisters: bool,
 }
 
 impl Default for KernelConfig {
@@ -270,6 +287,12 @@ impl Default for KernelConfig {
             caller_ip_adjust: false,
             perf_registration: PerfRegistration::Boot,
             registration: crate::loader::Registration::Exec,
+            sframe_prctl: PrctlNumbers::default(),
+            sframe_syscalls: SyscallNumbers::default(),
+            fork_table: ForkTable::Empty,
+            munmap_sframe: MunmapSframe::Keep,
+            sframe_validation: false,
+            loader_unregisters: true,
         }
     }
 }

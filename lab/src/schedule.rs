@@ -429,11 +429,26 @@ impl<'s> Run<'s> {
                 _ => {}
             }
         }
-        if self.scenario.kernel.registration == crate::loader::Registration::Loader {
+        // The guest's own call to a registration interface: the model
+        // answers it (it still runs in the kernel, in that call).
+        {
             let guest = &mut self.guests[g];
+            crate::loader::model_call(&mut self.k, tid, &mut guest.emu, record)
+                .map_err(|e| RunError::guest(&guest.name, e))?;
+        }
+        // munmap: upstream the table keeps its entries; the lab's
+        // MunmapSframe::Remove variant drops those it unmaps.
+        if name == "munmap" && record.ret == 0 {
             if let Some(mm) = self.k.task(tid).mm {
-                guest.loader.after_syscall(&mut self.k, mm, &mut guest.emu);
+                let [start, len, ..] = record.args;
+                self.k.unmap(mm, start, start.saturating_add(len));
             }
+        }
+        let how = self.scenario.kernel.registration;
+        if how.has_loader() && self.k.task(tid).mm.is_some() {
+            let guest = &mut self.guests[g];
+            let unregisters = self.scenario.kernel.loader_unregisters;
+            guest.loader.after_syscall(&mut self.k, tid, how, unregisters, &mut guest.emu);
         }
         let mem = self.guests[g].emu.user_memory();
         self.k.return_to_user(tid, &mem);

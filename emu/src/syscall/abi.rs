@@ -293,6 +293,12 @@ named! {
 }
 
 named! {
+    /// `prctl` options the emulator implements (the rest are refused with
+    /// `EINVAL`, as by a kernel that does not know them).
+    PRCTL_NAMES { PR_SET_NAME = 15, PR_GET_NAME = 16, }
+}
+
+named! {
     /// `getrandom` flags.
     GRND_NAMES { GRND_NONBLOCK = 1, GRND_RANDOM = 2, GRND_INSECURE = 4, }
 }

@@ -184,6 +184,8 @@ pub(crate) const FUTEX_OP: Arg = Arg::Flags(
 pub(crate) const RESOURCE: Arg = Arg::Value(Ty::Uint, abi::RLIMIT_NAMES);
 /// `int option` of `arch_prctl`.
 pub(crate) const ARCH_PRCTL_CODE: Arg = Arg::Value(Ty::Int, abi::ARCH_PRCTL_NAMES);
+/// `int option` of `prctl`.
+pub(crate) const PRCTL_OPTION: Arg = Arg::Value(Ty::Int, abi::PRCTL_NAMES);
 /// `int options` of `wait4` and `waitid`.
 pub(crate) const WAIT_OPTIONS: Arg = Arg::Flags(Ty::Int, &Flags::bits(abi::WAIT_NAMES));
 /// `int which` of `waitid`.

@@ -136,6 +136,7 @@ static TABLE: &[Def] = &[
     def("rt_sigsuspend",     [130, 133, 179], signals::rt_sigsuspend,     Num,      &[PTR, SIZE]),
     def("sigaltstack",       [131, 132, 186], signals::sigaltstack,       Num,      &[PTR, PTR]),
     def("arch_prctl",        [158, NO, NO],   process::arch_prctl,        Num,      &[ARCH_PRCTL_CODE, PTR]),
+    def("prctl",             [157, 167, 172], process::prctl,             Num,      &[PRCTL_OPTION, ULONG, ULONG, ULONG, ULONG]),
     def("gettid",            [186, 178, 236], process::gettid,            Num,      &[]),
     def("tkill",             [200, 130, 237], signals::tkill,             Num,      &[PID_T, SIG]),
     def("futex",             [202, 98, 238],  process::futex,             Num,      &[PTR, FUTEX_OP, UINT, PTR, PTR, UINT]),

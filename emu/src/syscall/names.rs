@@ -61,7 +61,6 @@ pub(super) static UNIMPLEMENTED: &[(&str, [u16; 3])] = &[
     ("setgid", [106, 144, 214]),
     ("setgroups", [116, 159, 206]),
     ("capget", [125, 90, 184]),
-    ("prctl", [157, 167, 172]),
     ("personality", [135, 92, 136]),
     ("mknod", [133, NO, 14]),
     ("mknodat", [259, 33, 290]),

@@ -2,8 +2,8 @@
 
 use super::abi::{
     ARCH_GET_FS, ARCH_SET_FS, CLOCK_MONOTONIC, CLOCK_REALTIME, FUTEX_CLOCK_REALTIME, FUTEX_CMD_MASK, FUTEX_CMP_REQUEUE,
-    FUTEX_REQUEUE, FUTEX_WAIT, FUTEX_WAIT_BITSET, FUTEX_WAKE, FUTEX_WAKE_BITSET, RLIMIT_CORE, RLIMIT_NOFILE,
-    RLIMIT_STACK,
+    FUTEX_REQUEUE, FUTEX_WAIT, FUTEX_WAIT_BITSET, FUTEX_WAKE, FUTEX_WAKE_BITSET, PR_GET_NAME, PR_SET_NAME, RLIMIT_CORE,
+    RLIMIT_NOFILE, RLIMIT_STACK,
 };
 use super::errno::{EAGAIN, EFAULT, EINVAL, ENOSYS, ESRCH, ETIMEDOUT};
 use super::outcome::{block, fail, ok, Outcome, SysError, SysResult};
@@ -157,6 +157,38 @@ pub(super) fn arch_prctl(emu: &mut Emulator, [code, addr, ..]: [u64; 6]) -> SysR
             emu.warn(format!("arch_prctl code {code:#x} not supported"));
             fail(EINVAL)
         }
+    }
+}
+
+/// `prctl`: the thread's name (`PR_SET_NAME`, `PR_GET_NAME`: 16 bytes with
+/// the terminating NUL, as `comm`), which glibc's `pthread_setname_np` and
+/// programs use. Every other option is `EINVAL`, as from a kernel without
+/// it: a host with a kernel model (the lab) answers the options the model
+/// implements itself, at the call's stop ([`Emulator::set_syscall_return`]).
+pub(super) fn prctl(emu: &mut Emulator, [option, arg2, ..]: [u64; 6]) -> SysResult {
+    const COMM: usize = 16;
+    match option {
+        PR_SET_NAME => {
+            let name = emu.read_cstr(arg2, COMM - 1).map_err(|_| SysError::Errno(EFAULT))?;
+            let mut comm = [0u8; COMM];
+            let name = name.unwrap_or_default();
+            comm[..name.len().min(COMM - 1)].copy_from_slice(&name[..name.len().min(COMM - 1)]);
+            let tid = emu.tid();
+            emu.thread_names.insert(tid, comm);
+            ok(0)
+        }
+        PR_GET_NAME => {
+            let tid = emu.tid();
+            let comm = emu.thread_names.get(&tid).copied().unwrap_or_else(|| {
+                let mut comm = [0u8; COMM];
+                let file = emu.image.file.rsplit('/').next().unwrap_or_default().as_bytes();
+                comm[..file.len().min(COMM - 1)].copy_from_slice(&file[..file.len().min(COMM - 1)]);
+                comm
+            });
+            emu.write(arg2, &comm)?;
+            ok(0)
+        }
+        _ => fail(EINVAL),
     }
 }
 

@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 
 use ::sframe::read::header::HEADER_SIZE;
+use ::sframe::read::validate::{self, Profile};
 use ::sframe::read::{ByteSource, Error, Fault, Section, Version};
 
 use super::types::SframeMode;
@@ -36,6 +37,44 @@ pub struct SframeEntry {
     pub(super) header: [u8; HEADER_SIZE as usize],
 }
 
+/// One VMA as `sframe_add_section()` sees it through `vma_lookup()`: its
+/// range and whether it is executable (`VM_EXEC`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Vma {
+    /// First address.
+    pub start: u64,
+    /// Address just past it.
+    pub end: u64,
+    /// `VM_EXEC`.
+    pub exec: bool,
+}
+
+/// The host's VMAs: the model keeps no memory map of its own, so the host
+/// (the emulator's areas, a test's slice) answers `vma_lookup()`.
+pub trait Vmas {
+    /// The VMA containing `addr` (`vma_lookup()`), if any.
+    fn vma_lookup(&self, addr: u64) -> Option<Vma>;
+}
+
+/// The VMA of `list` containing `addr`.
+fn vma_in(list: &[Vma], addr: u64) -> Option<Vma> {
+    list.iter().copied().find(|v| v.start <= addr && addr < v.end)
+}
+
+/// A fixed list of VMAs (tests).
+impl<const N: usize> Vmas for [Vma; N] {
+    fn vma_lookup(&self, addr: u64) -> Option<Vma> {
+        vma_in(self, addr)
+    }
+}
+
+/// A list of VMAs (hosts that collect them).
+impl Vmas for Vec<Vma> {
+    fn vma_lookup(&self, addr: u64) -> Option<Vma> {
+        vma_in(self, addr)
+    }
+}
+
 /// Why a section could not be registered or removed; [`RegError::errno`]
 /// gives the value the prctl would return.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -43,6 +82,15 @@ pub enum RegError {
     /// An address of 0, or an empty or reversed range (`-EINVAL`).
     #[error("bad range: {0}")]
     BadRange(&'static str),
+    /// `vma_lookup()` refused a range: the section not inside one VMA, or
+    /// the text not inside one executable VMA (`-EINVAL`).
+    #[error("{0}")]
+    OutsideVma(String),
+    /// The optional full validation (`CONFIG_SFRAME_VALIDATION`,
+    /// `sframe_validate_section()`) found the section unusable (`-EFAULT`,
+    /// as the kernel's validation returns for unreadable or unsorted rows).
+    #[error("validation failed: {0}")]
+    Invalid(String),
     /// The header could not be copied from user memory (`-EFAULT`).
     #[error("reading the .sframe header failed at {:#x}", .0.addr())]
     Fault(MemError),
@@ -76,11 +124,13 @@ impl RegError {
         const EEXIST: i32 = 17;
         const EINVAL: i32 = 22;
         match self {
-            RegError::Fault(_) => -EFAULT,
+            RegError::Fault(_) | RegError::Invalid(_) => -EFAULT,
             RegError::Overlap { .. } => -EEXIST,
-            RegError::BadRange(_) | RegError::BadHeader(_) | RegError::Refused(_) | RegError::NotRegistered(_) => {
-                -EINVAL
-            }
+            RegError::BadRange(_)
+            | RegError::OutsideVma(_)
+            | RegError::BadHeader(_)
+            | RegError::Refused(_)
+            | RegError::NotRegistered(_) => -EINVAL,
         }
     }
 }
@@ -107,9 +157,13 @@ impl SframeRegistry {
     /// (start, end): `sframe_add_section()`, used by exec for
     /// `PT_GNU_SFRAME` and by `prctl(PR_ADD_SFRAME)`.
     ///
-    /// Checks, in the kernel's spirit: no zero address and non-empty ranges
-    /// (the kernel gets the latter from its VMA, header-size and maple-tree
-    /// checks; VMAs themselves are not modelled); the header is copied from
+    /// Checks, in the kernel's order: no zero address; under the mmap lock,
+    /// `vma_lookup(sframe_start)` must find a VMA that `sframe_end` does not
+    /// pass, and `vma_lookup(text_start)` an executable one that `text_end`
+    /// does not pass (`text_end` is compared with `vm_end` although the tree
+    /// then covers it inclusively, as upstream does); non-empty ranges (the
+    /// kernel gets these from its header-size and maple-tree checks, with
+    /// the same `-EINVAL`); the header is copied from
     /// user memory (a fault is `-EFAULT`); magic in the task's byte order,
     /// version per `mode`, `SFRAME_F_FDE_SORTED`, PC-relative starts for V2
     /// and V3, no auxiliary header, FDEs and FREs present, sub-sections
@@ -118,18 +172,50 @@ impl SframeRegistry {
     /// undefined flag bits are refused, and so is another architecture's
     /// ABI (the reader decodes by the ABI byte, the kernel by the running
     /// architecture, so the two would read such a section differently).
-    /// The optional `CONFIG_SFRAME_VALIDATION` pass is not run.
+    /// With `full_validation` (`CONFIG_SFRAME_VALIDATION`, off by default
+    /// as in the kernel's configuration) every FDE and row is read and
+    /// checked before insertion, so a corrupt section is refused here
+    /// instead of being dropped by the first walk that trips over it.
+    #[allow(clippy::too_many_arguments)]
     pub fn add(
         &mut self,
         mem: &dyn UserMemory,
+        vmas: &dyn Vmas,
         access: Access,
         sframe: (u64, u64),
         text: (u64, u64),
         mode: SframeMode,
+        full_validation: bool,
     ) -> Result<(), RegError> {
         let ((sframe_start, sframe_end), (text_start, text_end)) = (sframe, text);
         if sframe_start == 0 || sframe_end == 0 || text_start == 0 || text_end == 0 {
             return Err(RegError::BadRange("zero address"));
+        }
+        match vmas.vma_lookup(sframe_start) {
+            Some(vma) if sframe_end <= vma.end => {}
+            Some(vma) => {
+                return Err(RegError::OutsideVma(format!(
+                    ".sframe {sframe_start:#x}..{sframe_end:#x} runs past the end of its VMA ({:#x}..{:#x})",
+                    vma.start, vma.end
+                )))
+            }
+            None => return Err(RegError::OutsideVma(format!(".sframe start {sframe_start:#x} is in no VMA"))),
+        }
+        match vmas.vma_lookup(text_start) {
+            Some(vma) if !vma.exec => {
+                return Err(RegError::OutsideVma(format!(
+                    "text start {text_start:#x} is in a VMA that is not executable ({:#x}..{:#x})",
+                    vma.start, vma.end
+                )))
+            }
+            Some(vma) if text_end > vma.end => {
+                return Err(RegError::OutsideVma(format!(
+                    "text {text_start:#x}..{text_end:#x} runs past the end of its VMA ({:#x}..{:#x})",
+                    vma.start, vma.end
+                )))
+            }
+            Some(_) => {}
+            None => return Err(RegError::OutsideVma(format!("text start {text_start:#x} is in no VMA"))),
         }
         if sframe_end <= sframe_start {
             return Err(RegError::BadRange("empty .sframe range"));
@@ -160,6 +246,17 @@ impl SframeRegistry {
         if let Some(&(_, why)) = refusals.iter().find(|(refused, _)| *refused) {
             return Err(RegError::Refused(why));
         }
+        if full_validation {
+            let profile = match mode {
+                SframeMode::KernelStrict => Profile::Kernel,
+                SframeMode::Lab => Profile::Lab,
+            };
+            let options = validate::Options { profile, text: Some((text_start, text_end)) };
+            let report = validate::check(&src, sframe_start, &options);
+            if let Some(problem) = report.problems.first() {
+                return Err(RegError::Invalid(problem.to_string()));
+            }
+        }
         // Ranges are inclusive of `text_end`, as in the kernel's maple tree;
         // entries never overlap, so only the last one starting at or before
         // the new end can.
@@ -186,16 +283,21 @@ impl SframeRegistry {
     }
 
     /// Drops the sections whose text or `.sframe` range intersects the
-    /// unmapped range `[start, end)`, returning how many. This is the lab's
-    /// choice: the kernel series has no munmap hook, so there a stale
-    /// section lives on until `PR_REMOVE_SFRAME`, a lookup finds it
-    /// corrupt, or the mm dies. Hosts that want the kernel's behaviour do
-    /// not call this.
-    pub fn unmap(&mut self, start: u64, end: u64) -> usize {
+    /// unmapped range `[start, end)`, returning their section starts: the lab's
+    /// `MunmapSframe::Remove` variant. The kernel series has no munmap
+    /// hook, so there a stale section lives on until `PR_REMOVE_SFRAME`, a
+    /// lookup finds it corrupt, or the mm dies.
+    pub fn unmap(&mut self, start: u64, end: u64) -> Vec<u64> {
         let hits = |lo: u64, hi: u64| lo < end && start < hi;
-        let before = self.by_text.len();
-        self.by_text.retain(|_, e| !hits(e.text_start, e.text_end) && !hits(e.sframe_start, e.sframe_end));
-        before - self.by_text.len()
+        let mut removed = Vec::new();
+        self.by_text.retain(|_, e| {
+            let keep = !hits(e.text_start, e.text_end) && !hits(e.sframe_start, e.sframe_end);
+            if !keep {
+                removed.push(e.sframe_start);
+            }
+            keep
+        });
+        removed
     }
 
     /// The section covering `ip` (`mtree_load()`). Covered means

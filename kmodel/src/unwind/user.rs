@@ -23,10 +23,30 @@ pub fn unwind_user(
     access: Access,
     cfg: &UnwindConfig,
 ) -> Trace {
-    let trace = unwind_user_dry_run(regs, mem, registry, access, cfg);
-    for &sframe_start in &trace.removed_sections {
+    unwind_user_interleaved(regs, mem, registry, access, cfg, &mut |_| {})
+}
+
+/// [`unwind_user`] with `between` called between one frame's lookup and
+/// the next, where the kernel holds no lock: each `sframe_find()` takes
+/// `sframe_srcu` for itself alone, so a section may be registered or
+/// removed there, and the next lookup sees the table as it is then. The
+/// sections found corrupt so far are removed before `between` runs, as
+/// `sframe_find()` removes them at once. Whether SFrame is tried at all is
+/// decided once, at the start (`current_has_sframe()` in
+/// `unwind_user_start()`).
+pub fn unwind_user_interleaved(
+    regs: &UserRegs,
+    mem: &dyn UserMemory,
+    registry: &mut SframeRegistry,
+    access: Access,
+    cfg: &UnwindConfig,
+    between: &mut dyn FnMut(&mut SframeRegistry),
+) -> Trace {
+    let mut table = Live { registry, between, applied: 0 };
+    let trace = walk(regs, mem, &mut table, access, cfg);
+    for &sframe_start in &trace.removed_sections[table.applied..] {
         // `sframe_find()`: WARN_ON_ONCE(sframe_remove_section(...)).
-        let _ = registry.remove(sframe_start);
+        let _ = table.registry.remove(sframe_start);
     }
     trace
 }
@@ -42,6 +62,52 @@ pub fn unwind_user_dry_run(
     access: Access,
     cfg: &UnwindConfig,
 ) -> Trace {
+    walk(regs, mem, &mut Fixed(registry), access, cfg)
+}
+
+/// The table a walk looks sections up in.
+trait Table {
+    /// The table as it is now.
+    fn get(&self) -> &SframeRegistry;
+    /// Between two lookups; `removed` lists the sections found corrupt.
+    fn between(&mut self, removed: &[u64]);
+}
+
+/// A table nothing changes during the walk (the dry run).
+struct Fixed<'a>(&'a SframeRegistry);
+
+impl Table for Fixed<'_> {
+    fn get(&self) -> &SframeRegistry {
+        self.0
+    }
+
+    fn between(&mut self, _removed: &[u64]) {}
+}
+
+/// The mm's table, which may change between lookups.
+struct Live<'a> {
+    registry: &'a mut SframeRegistry,
+    between: &'a mut dyn FnMut(&mut SframeRegistry),
+    /// How many of the corrupt sections have been removed already.
+    applied: usize,
+}
+
+impl Table for Live<'_> {
+    fn get(&self) -> &SframeRegistry {
+        self.registry
+    }
+
+    fn between(&mut self, removed: &[u64]) {
+        for &sframe_start in &removed[self.applied..] {
+            let _ = self.registry.remove(sframe_start);
+        }
+        self.applied = removed.len();
+        (self.between)(self.registry);
+    }
+}
+
+/// The walk itself, over `table`.
+fn walk(regs: &UserRegs, mem: &dyn UserMemory, table: &mut dyn Table, access: Access, cfg: &UnwindConfig) -> Trace {
     let mem = Recorder { mem, last_error: Cell::new(None), would_fault: Cell::new(false) };
     // Room for a typical stack up front: one allocation, not a doubling per
     // few frames.
@@ -61,7 +127,7 @@ pub fn unwind_user_dry_run(
         mem: &mem,
         access,
         // `current_has_sframe()`: SFrame is a method only if the mm has sections.
-        sframe_available: !registry.is_empty(),
+        sframe_available: !table.get().is_empty(),
         caller_ip_adjust: cfg.caller_ip_adjust,
         state: State { ip: regs.pc, sp: regs.sp(), fp: regs.fp(), topmost: true },
     };
@@ -71,7 +137,10 @@ pub fn unwind_user_dry_run(
             trace.stop = Stop::MaxEntries;
             break;
         }
-        match walk.next(&cfg.order, registry, &mut trace.removed_sections) {
+        if !walk.state.topmost {
+            table.between(&trace.removed_sections);
+        }
+        match walk.next(&cfg.order, table.get(), &mut trace.removed_sections) {
             Ok(method) => trace.methods.push(method),
             Err(stop) => {
                 trace.stop = stop;

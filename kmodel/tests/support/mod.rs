@@ -11,6 +11,11 @@ use kmodel::arch::Arch;
 use kmodel::event::EventKind;
 use kmodel::kernel::Kernel;
 use kmodel::types::{KernelOptions, PerfRegistration, Tid};
+use kmodel::unwind::Vma;
+
+/// One executable VMA over the whole address space: for tests whose
+/// registrations are not about `vma_lookup()`.
+pub const ANY_VMA: &[Vma; 1] = &[Vma { start: 0, end: u64::MAX, exec: true }];
 
 /// A kernel with invariant checking on, whatever the build profile.
 pub fn kernel(opts: KernelOptions) -> Kernel {

@@ -45,7 +45,9 @@ pub fn place(mem: &mut PagedMemory, t: &RawSection, addr: u64) -> u64 {
 pub fn registered(mem: &mut PagedMemory, arch: Arch, t: &RawSection) -> SframeRegistry {
     let end = place(mem, t, SFRAME);
     let mut registry = SframeRegistry::new(arch);
-    registry.add(mem, Access::Faultable, (SFRAME, end), TEXT, SframeMode::Lab).expect("section registers");
+    registry
+        .add(mem, super::ANY_VMA, Access::Faultable, (SFRAME, end), TEXT, SframeMode::Lab, false)
+        .expect("section registers");
     registry
 }
 
