@@ -55,5 +55,5 @@ for arch, debarch in arches:
                 m = re.search(r"samples: (\d+) taken, \d+ judged: (\d+) exact, (\d+) truncated, (\d+) wrong", out)
                 samples, exact, truncated, wrong = map(int, m.groups())
                 pct = lambda n: f"{n} ({100 * n / samples:.0f} %)"
-                print(f"| {label} | {arch} | {interface} | {fallback} | {samples} | {pct(exact)} | {pct(truncated)} | {pct(wrong)} |")
+                print(f"| {label} | {arch.replace('_', '-')} | {interface} | {fallback} | {samples} | {pct(exact)} | {pct(truncated)} | {pct(wrong)} |")
 PY
