@@ -210,7 +210,7 @@ impl<'s> Run<'s> {
             let stop = guest.emu.run(limit).map_err(|e| RunError::guest(&guest.name, e))?;
             match stop {
                 Stop::Limit => {
-                    if self.period.is_some_and(|p| self.guests[g].emu.icount() % p == 0) {
+                    if self.period.is_some_and(|p| self.guests[g].emu.icount().is_multiple_of(p)) {
                         self.sample(g, true)?;
                     }
                 }
