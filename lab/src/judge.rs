@@ -24,6 +24,10 @@ pub(crate) struct SampleInfo {
     pub(crate) icount: u64,
     /// Ground truth: PC, then return addresses.
     pub(crate) truth: Vec<u64>,
+    /// For each return address of `truth` (`truth[i + 1]`), the stack
+    /// pointer just after its call, where the emulator's ground truth
+    /// knows it (`None` for a signal frame's interrupted PC).
+    pub(crate) call_sps: Vec<Option<u64>>,
     /// The process it hit and the objects it had mapped then.
     pub(crate) moment: crate::symbolise::Moment,
 }
@@ -199,6 +203,7 @@ fn judge(
                 cpu: info.cpu,
                 icount: info.icount,
                 truth: info.truth.clone(),
+                call_sps: info.call_sps.clone(),
                 kernel: s.kernel.clone(),
                 delivered: s.user.clone(),
                 deferred_cpu: s.deferred_cpu,

@@ -3,7 +3,8 @@
 //! (depth, PC, object, function) it was not and why ([`crate::explain`]),
 //! grouped by cause and function, worst first; and which SFrame was judged
 //! (each object's own `.sframe` as its toolchain emitted it, or one
-//! generated from the program's CFI: [`SframeSource`]).
+//! generated from the program's CFI: [`SframeSource`]). One emulated run
+//! serves every unwinder ([`crate::runner::run_for_verdicts_each`]).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -97,6 +98,16 @@ pub struct Failure {
     /// What its walk delivered instead.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub got: Option<u64>,
+    /// For a wrong row, the example frame's true CFA.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub true_cfa: Option<u64>,
+    /// For a wrong row, where its caller's return address is on the
+    /// stack (x86-64, where the call pushes it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ra_slot: Option<u64>,
+    /// For a wrong row, its caller's true return address.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub true_ra: Option<u64>,
     /// How many samples failed in this function for this cause.
     pub count: u64,
     /// Of those, truncated and wrong.
@@ -271,6 +282,9 @@ fn result(report: &crate::report::Report, source: SframeSource, registration: Re
             cfi_row: why.cfi_row,
             expected: why.expected,
             got: why.got,
+            true_cfa: why.true_cfa,
+            ra_slot: why.ra_slot,
+            true_ra: why.true_ra,
             count: 0,
             truncated: 0,
             wrong: 0,
