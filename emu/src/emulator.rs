@@ -292,6 +292,16 @@ impl Emulator {
         self.uc.mem_read(addr, buf).map_err(|_| MemFault::Unmapped { addr })
     }
 
+    /// Reads guest memory as a faultable read would, but leaves a
+    /// non-resident page non-resident and counts no fault: the lab's extra
+    /// walks beside the kernel model's own (kmodel's
+    /// `UserMemory::read_untracked`). Fails, like [`Emulator::read`], on
+    /// unmapped or unreadable memory.
+    pub fn read_untracked(&self, addr: u64, buf: &mut [u8]) -> Result<(), MemFault> {
+        self.pages().check(addr, buf.len() as u64, AccessKind::Read, Access::Faultable)?;
+        self.uc.mem_read(addr, buf).map_err(|_| MemFault::Unmapped { addr })
+    }
+
     /// Writes guest memory as the kernel would (`copy_to_user`): the range must
     /// be mapped writable; non-resident pages are brought in and counted.
     pub fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), MemFault> {

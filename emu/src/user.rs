@@ -37,16 +37,27 @@ impl UserMemory for UserView<'_> {
     /// [`MemError::WouldFault`] and change nothing. Unmapped or unreadable
     /// memory is [`MemError::Unmapped`] (`-EFAULT`) in either mode.
     fn read(&self, addr: u64, buf: &mut [u8], access: Access) -> Result<(), MemError> {
-        self.emu.borrow_mut().read(addr, buf, access).map_err(|fault| match fault {
-            MemFault::NotResident { addr } => MemError::WouldFault { addr },
-            MemFault::Unmapped { addr } | MemFault::Protection { addr, .. } => MemError::Unmapped { addr },
-        })
+        self.emu.borrow_mut().read(addr, buf, access).map_err(mem_error)
+    }
+
+    /// The bytes a faultable read would give, with no page brought in
+    /// and no fault counted.
+    fn read_untracked(&self, addr: u64, buf: &mut [u8]) -> Result<(), MemError> {
+        self.emu.borrow().read_untracked(addr, buf).map_err(mem_error)
     }
 
     /// Pages brought in by faultable reads (and the emulator's own kernel-side
     /// accesses) since the program was loaded.
     fn fault_count(&self) -> u64 {
         self.emu.borrow().page_stats().kernel_faults
+    }
+}
+
+/// A failed read as the kernel model names it.
+fn mem_error(fault: MemFault) -> MemError {
+    match fault {
+        MemFault::NotResident { addr } => MemError::WouldFault { addr },
+        MemFault::Unmapped { addr } | MemFault::Protection { addr, .. } => MemError::Unmapped { addr },
     }
 }
 

@@ -7,13 +7,13 @@ use crate::arch::UserRegs;
 use crate::entry::Notify;
 use crate::event::EventKind;
 use crate::interleave::Point;
-use crate::kernel::{Kernel, MutexWaiter, UnwindWork};
-use crate::memory::{Access, CopiedStack, UserMemory};
+use crate::kernel::{Kernel, MutexWaiter, StackCopy, UnwindWork};
+use crate::memory::{Access, CopiedStack, Untracked, UserMemory};
 use crate::types::{
     Cookie, ExitPath, KernelVersion, MmId, Tid, UnwindCache, WorkId, EBUSY, EINVAL, INIT_WAITING, RESERVED_BITS,
     UNWIND_PENDING, UNWIND_USED,
 };
-use crate::unwind::{unwind_user, unwind_user_interleaved, SframeRegistry, Trace, UnwindConfig};
+use crate::unwind::{unwind_user, unwind_user_dry_run, unwind_user_interleaved, SframeRegistry, Trace, UnwindConfig};
 
 impl Kernel {
     fn all_bits(&self) -> u64 {
@@ -195,6 +195,7 @@ impl Kernel {
             return Ok(cache.entries[..cache.nr_entries].to_vec());
         }
         let before = mem.fault_count();
+        let extra = self.extra_walks_of(tid, mm, copy.as_ref(), mem);
         let trace: Trace = if self.interleaver.is_some() {
             // A test's interleaved walk: owned copies, as the hook needs the
             // whole kernel between lookups.
@@ -232,8 +233,12 @@ impl Kernel {
         self.stats.task_faults += faults;
         let cpu = self.task(tid).cpu;
         let Trace { entries, methods, stop, removed_sections, .. } = trace;
-        for sframe in removed_sections {
+        for &sframe in &removed_sections {
             self.log(cpu, Some(tid), EventKind::SframeRemove { sframe, why: "corrupt or faulting".into() });
+        }
+        if !self.opts.extra_unwinders.is_empty() {
+            let event = self.events.len() as u64;
+            self.extra.record(event, extra, &removed_sections, &self.opts.extra_unwinders);
         }
         self.log(cpu, Some(tid), EventKind::Unwind { nr: entries.len(), methods, stop, faultable: true, faults });
         let t = self.task_mut(tid);
@@ -244,6 +249,34 @@ impl Kernel {
         cache.nr_entries = entries.len();
         t.info.mask |= UNWIND_USED;
         Ok(entries)
+    }
+
+    /// The lab's extra walks of `tid`'s stack ([`KernelOptions::extra_unwinders`];
+    /// through `copy` once `exit_mm()` has run), one per configuration:
+    /// before the model's own walk, so that they find the table as it
+    /// does, dry runs that drop no section, and untracked, so that they
+    /// bring in no page it would find resident.
+    ///
+    /// [`KernelOptions::extra_unwinders`]: crate::types::KernelOptions::extra_unwinders
+    fn extra_walks_of(&self, tid: Tid, mm: MmId, copy: Option<&StackCopy>, mem: &dyn UserMemory) -> Vec<Trace> {
+        let configs = &self.opts.extra_unwinders;
+        let task = self.task(tid);
+        let Some(regs) = copy.map(|c| &c.regs).or(task.regs.as_ref()).filter(|_| !configs.is_empty()) else {
+            return Vec::new();
+        };
+        let registry = &self.mms[mm.0].sframe;
+        let untracked = Untracked(mem);
+        let copied = copy.filter(|_| task.mm.is_none());
+        configs
+            .iter()
+            .map(|cfg| match copied {
+                Some(copy) => {
+                    let view = CopiedStack { base: copy.base, bytes: &copy.bytes, rest: &untracked };
+                    unwind_user_dry_run(regs, &view, registry, Access::Faultable, cfg)
+                }
+                None => unwind_user_dry_run(regs, &untracked, registry, Access::Faultable, cfg),
+            })
+            .collect()
     }
 
     /// `process_unwind_deferred()`: the task-work handler (also run by the

@@ -17,7 +17,7 @@ use crate::interleave::Point;
 use crate::invariants::{Ledger, Violation};
 use crate::tracer::Tracers;
 use crate::types::{KernelOptions, MmId, PerfRegistration, Tid, UnwindTaskInfo, WorkId, RESERVED_BITS};
-use crate::unwind::SframeRegistry;
+use crate::unwind::{ExtraWalks, SframeRegistry};
 
 /// Where a task is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -218,6 +218,8 @@ pub struct Kernel {
     pub(crate) ledger: Ledger,
     /// Invariant violations found (see [`Kernel::take_violations`]).
     pub(crate) violations: Vec<Violation>,
+    /// The walks of [`KernelOptions::extra_unwinders`], a lab instrument.
+    pub(crate) extra: ExtraWalks,
 }
 
 impl Kernel {
@@ -248,6 +250,7 @@ impl Kernel {
             check: cfg!(debug_assertions),
             ledger: Ledger::default(),
             violations: Vec::new(),
+            extra: ExtraWalks::default(),
         };
         if boot_perf {
             k.perf_event_init();
@@ -366,6 +369,12 @@ impl Kernel {
     /// The counters.
     pub fn stats(&self) -> &Stats {
         &self.stats
+    }
+
+    /// The walks of [`KernelOptions::extra_unwinders`] so far (none
+    /// without them): a lab instrument beside the model, not its state.
+    pub fn extra_walks(&self) -> &ExtraWalks {
+        &self.extra
     }
 
     /// The event log so far.

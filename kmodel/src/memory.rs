@@ -53,6 +53,32 @@ pub trait UserMemory {
     fn fault_count(&self) -> u64 {
         0
     }
+
+    /// A faultable read that leaves no trace: a non-resident page's bytes
+    /// are read as a fault would read them, but the page stays
+    /// non-resident and no fault is counted. Not something the kernel can
+    /// do: a lab instrument's reads ([`Untracked`]) must not change what
+    /// the model's own walks see or count. The default is an
+    /// [`Access::Faultable`] read: right for memories whose reads have no
+    /// side effect; the others override it.
+    fn read_untracked(&self, addr: u64, buf: &mut [u8]) -> Result<(), MemError> {
+        self.read(addr, buf, Access::Faultable)
+    }
+}
+
+/// User memory whose faultable reads leave no trace
+/// ([`UserMemory::read_untracked`]): for walks that measure, beside the
+/// model's own, without changing residency or fault counts.
+pub struct Untracked<'m>(pub &'m dyn UserMemory);
+
+impl UserMemory for Untracked<'_> {
+    fn read(&self, addr: u64, buf: &mut [u8], access: Access) -> Result<(), MemError> {
+        match access {
+            Access::Faultable => self.0.read_untracked(addr, buf),
+            // A read that may not fault changes nothing already.
+            Access::NoFault => self.0.read(addr, buf, access),
+        }
+    }
 }
 
 /// A byte source over part of user memory: how the kernel reads `.sframe`
@@ -178,6 +204,30 @@ impl UserMemory for PagedMemory {
         self.faults()
     }
 
+    fn read_untracked(&self, addr: u64, buf: &mut [u8]) -> Result<(), MemError> {
+        // Residency aside, the same read: the bytes are there either way.
+        let len = buf.len() as u64;
+        if len == 0 {
+            return Ok(());
+        }
+        let Some(end) = addr.checked_add(len - 1) else { return Err(MemError::Unmapped { addr }) };
+        for page in addr / PAGE_SIZE..=end / PAGE_SIZE {
+            if !self.pages.contains_key(&page) {
+                return Err(MemError::Unmapped { addr: (page * PAGE_SIZE).max(addr) });
+            }
+        }
+        let mut done = 0usize;
+        while done < buf.len() {
+            let at = addr + done as u64;
+            let n = ((PAGE_SIZE - at % PAGE_SIZE) as usize).min(buf.len() - done);
+            let page = &self.pages[&(at / PAGE_SIZE)];
+            let off = (at % PAGE_SIZE) as usize;
+            buf[done..done + n].copy_from_slice(&page.bytes[off..off + n]);
+            done += n;
+        }
+        Ok(())
+    }
+
     fn read(&self, addr: u64, buf: &mut [u8], access: Access) -> Result<(), MemError> {
         let len = buf.len() as u64;
         if len == 0 {
@@ -281,5 +331,29 @@ impl UserMemory for CopiedStack<'_> {
             }
             None => Err(MemError::Unmapped { addr }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Access, MemError, PagedMemory, Untracked, UserMemory};
+
+    /// An untracked read gives what a faultable read gives, and leaves the
+    /// page as it was: not resident, no fault counted.
+    #[test]
+    fn untracked_reads_leave_no_trace() {
+        let mut mem = PagedMemory::new();
+        mem.write(0x1ff8, &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]);
+        mem.evict(0x1000, 0x2000);
+        let untracked = Untracked(&mem);
+        let mut quiet = [0u8; 16];
+        untracked.read(0x1ff8, &mut quiet, Access::Faultable).expect("mapped");
+        assert!(!mem.is_resident(0x1ff8) && !mem.is_resident(0x2000));
+        assert_eq!(mem.faults(), 0);
+        assert_eq!(untracked.read(0x1ff8, &mut [0u8; 8], Access::NoFault), Err(MemError::WouldFault { addr: 0x1ff8 }));
+        assert_eq!(untracked.read(0x2ff8, &mut [0u8; 16], Access::Faultable), Err(MemError::Unmapped { addr: 0x3000 }));
+        let mut loud = [0u8; 16];
+        mem.read(0x1ff8, &mut loud, Access::Faultable).expect("mapped");
+        assert_eq!((quiet, mem.faults()), (loud, 2));
     }
 }

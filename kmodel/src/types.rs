@@ -323,6 +323,22 @@ pub struct KernelOptions {
     pub probe_nmi_walk: bool,
     /// The `.sframe` table's interfaces and variants.
     pub sframe_table: SframeTableOptions,
+    /// A lab instrument, not kernel behaviour (empty by default: none).
+    /// Every fresh walk of `unwind_user_faultable()` — the task_work's or
+    /// the exit hook's, the one whose trace the entry's callbacks get — is
+    /// accompanied by one more walk per configuration here: the same task,
+    /// registers and user memory, faultable, at the same point. Their
+    /// traces are kept aside ([`Kernel::extra_walks`]) and never delivered;
+    /// they read memory without bringing pages in
+    /// ([`UserMemory::read_untracked`]) and leave the SFrame registry as it
+    /// is, so the model's own walks, log and state are exactly those of a
+    /// run without them. `validate` judges several unwinders from one
+    /// emulated run this way.
+    ///
+    /// [`Kernel::extra_walks`]: crate::kernel::Kernel::extra_walks
+    /// [`UserMemory::read_untracked`]: crate::memory::UserMemory::read_untracked
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub extra_unwinders: Vec<UnwindConfig>,
 }
 
 impl Default for KernelOptions {
@@ -339,6 +355,7 @@ impl Default for KernelOptions {
             perf_registration: PerfRegistration::Boot,
             probe_nmi_walk: false,
             sframe_table: SframeTableOptions::default(),
+            extra_unwinders: Vec::new(),
         }
     }
 }

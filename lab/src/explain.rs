@@ -9,6 +9,7 @@
 use crate::report::{Report, SampleResult};
 use crate::symbolise::{Located, Names};
 use crate::verdict::Verdict;
+use kmodel::arch::Arch;
 use kmodel::unwind::{Method, Stop};
 use serde::Serialize;
 
@@ -105,6 +106,31 @@ pub struct Explanation {
     /// What the walk delivered instead, for a wrong stack.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub got: Option<u64>,
+    /// For a wrong row: the frame's true CFA, from the ground truth (the
+    /// stack pointer at the call that made the frame).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub true_cfa: Option<u64>,
+    /// For a wrong row: where its caller's return address truly is, where
+    /// the call pushed it (x86-64); on AArch64 and s390x the call leaves it
+    /// in the link register and the ground truth does not see where the
+    /// function saves it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ra_slot: Option<u64>,
+    /// For a wrong row: its caller's true return address.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub true_ra: Option<u64>,
+}
+
+/// Where frame `at` of `s` truly had its CFA and its caller's return
+/// address, from the ground truth: (CFA, the return address's stack slot
+/// where the call pushed it, the return address).
+fn true_frame(arch: Arch, s: &SampleResult, at: usize) -> Option<(u64, Option<u64>, u64)> {
+    let sp = (*s.call_sps.get(at)?)?;
+    let ra = *s.truth.get(at + 1)?;
+    // A call that pushes the return address leaves SP at its slot.
+    let pushed = !arch.has_link_register();
+    let caller_sp = if pushed { sp.wrapping_add(arch.word_size()) } else { sp };
+    Some((caller_sp.wrapping_add_signed(-arch.sp_from_cfa()), pushed.then_some(sp), ra))
 }
 
 /// Functions that are signal trampolines (glibc's and the kernel's vDSO's
@@ -155,6 +181,9 @@ pub fn explain(report: &Report, s: &SampleResult) -> Option<Explanation> {
             cfi_row: None,
             expected: None,
             got: None,
+            true_cfa: None,
+            ra_slot: None,
+            true_ra: None,
         });
     };
     let pc = s.truth[frame];
@@ -262,6 +291,15 @@ pub fn explain(report: &Report, s: &SampleResult) -> Option<Explanation> {
         }
         _ => unreachable!("exact and lost stacks returned above"),
     };
+    // A wrong row: what the truth is, next to the rows.
+    let truth = (cause == Cause::WrongRow).then(|| true_frame(report.scenario.machine.arch, s, frame_at)).flatten();
+    let reason = match truth {
+        Some((cfa, slot, ra)) => {
+            let slot = slot.map_or(String::new(), |slot| format!(" at {slot:#x}"));
+            format!("{reason}; true CFA {cfa:#x}, RA{slot} = {}", names.name(ra))
+        }
+        None => reason,
+    };
     let (pc, at) = (s.truth[frame_at], names.locate(s.truth[frame_at]));
     Some(Explanation {
         frame: frame_at,
@@ -275,6 +313,9 @@ pub fn explain(report: &Report, s: &SampleResult) -> Option<Explanation> {
         cfi_row,
         expected,
         got,
+        true_cfa: truth.map(|t| t.0),
+        ra_slot: truth.and_then(|t| t.1),
+        true_ra: truth.map(|t| t.2),
     })
 }
 

@@ -24,6 +24,10 @@ pub(crate) struct SampleInfo {
     pub(crate) icount: u64,
     /// Ground truth: PC, then return addresses.
     pub(crate) truth: Vec<u64>,
+    /// For each return address of `truth` (`truth[i + 1]`), the stack
+    /// pointer just after its call, where the emulator's ground truth
+    /// knows it (`None` for a signal frame's interrupted PC).
+    pub(crate) call_sps: Vec<Option<u64>>,
     /// The process it hit and the objects it had mapped then.
     pub(crate) moment: crate::symbolise::Moment,
 }
@@ -53,15 +57,15 @@ fn lost_reason(guest: &GuestRun, cancelled: &[String], delivered_empty: bool) ->
 /// The walk behind each deferred callback, by task and cookie: the latest
 /// `unwind` event of the task before the callback in the same kernel entry
 /// (a cached trace serves every callback of one entry; `unwind_reset_info()`
-/// ends it).
-fn walks(k: &Kernel) -> BTreeMap<(Tid, Cookie), Walk> {
-    let mut last: BTreeMap<Tid, Walk> = BTreeMap::new();
+/// ends it), with that event's `seq` and its number of entries.
+fn walks(k: &Kernel) -> BTreeMap<(Tid, Cookie), (Walk, u64, usize)> {
+    let mut last: BTreeMap<Tid, (Walk, u64, usize)> = BTreeMap::new();
     let mut out = BTreeMap::new();
     for e in k.events() {
         let Some(tid) = e.tid else { continue };
         match &e.kind {
-            EventKind::Unwind { methods, stop, faultable: true, .. } => {
-                last.insert(tid, Walk { methods: methods.clone(), stop: stop.clone() });
+            EventKind::Unwind { methods, stop, faultable: true, nr, .. } => {
+                last.insert(tid, (Walk { methods: methods.clone(), stop: stop.clone() }, e.seq, *nr));
             }
             EventKind::Reset { .. } => {
                 last.remove(&tid);
@@ -97,13 +101,75 @@ pub(crate) fn samples(
     guests: &[GuestRun],
     cancelled: &[String],
 ) -> (Vec<SampleResult>, Summary) {
+    judge(k, taken, guests, cancelled, None).expect("the model's own walks made every stack")
+}
+
+/// [`samples`] with the stacks of the model's extra unwinder configuration
+/// `extra` (`KernelOptions::extra_unwinders`) in place of its own: each
+/// deferred stack is that configuration's walk at the same point, so the
+/// verdicts are those a run with it alone gives. Fails, saying why, if a
+/// stack came from no faultable walk of the model (an in-NMI walk): no
+/// extra walk stands beside it.
+pub(crate) fn extra_samples(
+    k: &Kernel,
+    taken: &BTreeMap<u64, SampleInfo>,
+    guests: &[GuestRun],
+    cancelled: &[String],
+    extra: usize,
+) -> Result<(Vec<SampleResult>, Summary), String> {
+    judge(k, taken, guests, cancelled, Some(extra))
+}
+
+/// The delivered stack of `s` and its walk as extra configuration `extra`
+/// made it, given the model's own walk behind it (`own`: the walk, its
+/// event's `seq` and its number of entries).
+fn extra_stack(
+    k: &Kernel,
+    s: &StitchedSample,
+    own: Option<&(Walk, u64, usize)>,
+    extra: usize,
+) -> Result<(Option<Vec<u64>>, Option<Walk>), String> {
+    let trace = own.and_then(|&(_, seq, _)| k.extra_walks().at(seq)).and_then(|w| w.traces.get(extra));
+    let walk = trace.map(|t| Walk { methods: t.methods.clone(), stop: t.stop.clone() });
+    // No stack, or an empty one: lost alike for every unwinder.
+    let Some(ips) = s.user.as_ref().filter(|ips| !ips.is_empty()) else {
+        return Ok((s.user.clone(), walk));
+    };
+    // The stack the model's own walk delivered: that walk's length.
+    match trace.filter(|_| own.is_some_and(|&(_, _, nr)| nr == ips.len())) {
+        Some(t) => Ok((Some(t.entries.clone()), walk)),
+        None => Err(format!(
+            "sample {}'s user stack came from no faultable walk of the kernel model, so no other unwinder walked \
+             beside it",
+            s.sample
+        )),
+    }
+}
+
+/// [`samples`] (`extra`: `None`) or [`extra_samples`].
+fn judge(
+    k: &Kernel,
+    taken: &BTreeMap<u64, SampleInfo>,
+    guests: &[GuestRun],
+    cancelled: &[String],
+    extra: Option<usize>,
+) -> Result<(Vec<SampleResult>, Summary), String> {
     let mut samples = Vec::new();
     let mut summary = Summary::default();
     let walks = walks(k);
     for session in &k.tracers().perf {
-        for s in stitch(&session.buffers) {
+        for mut s in stitch(&session.buffers) {
             let Some(info) = taken.get(&s.sample) else { continue };
             let guest = &guests[info.guest];
+            let own = s.cookie.and_then(|cookie| walks.get(&(s.tid, cookie)));
+            let walk = match extra {
+                None => own.map(|(walk, ..)| walk.clone()),
+                Some(extra) => {
+                    let (user, walk) = extra_stack(k, &s, own, extra)?;
+                    s.user = user;
+                    walk
+                }
+            };
             let verdict = match &s.user {
                 Some(ips) if !ips.is_empty() => Verdict::judge(ips, &info.truth),
                 Some(_) => Verdict::Lost { why: lost_reason(guest, cancelled, true) },
@@ -137,15 +203,16 @@ pub(crate) fn samples(
                 cpu: info.cpu,
                 icount: info.icount,
                 truth: info.truth.clone(),
+                call_sps: info.call_sps.clone(),
                 kernel: s.kernel.clone(),
                 delivered: s.user.clone(),
                 deferred_cpu: s.deferred_cpu,
-                walk: s.cookie.and_then(|cookie| walks.get(&(s.tid, cookie)).cloned()),
+                walk,
                 verdict,
             });
         }
     }
-    (samples, summary)
+    Ok((samples, summary))
 }
 
 /// The scenario's expectations that `r` does not meet.

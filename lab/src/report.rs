@@ -58,6 +58,13 @@ pub struct SampleResult {
     pub icount: u64,
     /// Ground truth: PC, then return addresses.
     pub truth: Vec<u64>,
+    /// For each return address of `truth` (`truth[i + 1]`), the stack
+    /// pointer just after its call (the ground truth's; `None` for a
+    /// signal frame's interrupted PC): where the true CFA and, on x86-64,
+    /// the return address's slot are. Not in the JSON: a wrong row's
+    /// explanation prints what it needs of it.
+    #[serde(skip)]
+    pub call_sps: Vec<Option<u64>>,
     /// The kernel part of the sample's callchain (empty if it hit user mode).
     pub kernel: Vec<u64>,
     /// What the tracer got.

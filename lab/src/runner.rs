@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 use kmodel::kernel::Kernel;
 use kmodel::tracer::{PerfRecord, UserChain};
 use kmodel::types::{KernelOptions, SframeTableOptions};
-use kmodel::unwind::UnwindConfig;
+use kmodel::unwind::{Method, UnwindConfig};
 
-use crate::report::{GuestResult, Progress, Report, RunError};
+use crate::report::{GuestResult, Progress, Report, RunError, SampleResult, Summary};
 use crate::scenario::Scenario;
 use crate::schedule::Run;
 use crate::symbolise::{GuestSymbols, SymbolCache};
@@ -46,6 +46,7 @@ fn kernel_options(scenario: &Scenario) -> KernelOptions {
             prctl: scenario.kernel.sframe_prctl,
             syscalls: scenario.kernel.sframe_syscalls,
         },
+        extra_unwinders: Vec::new(),
     }
 }
 
@@ -64,12 +65,81 @@ pub fn run_for_verdicts(scenario: &Scenario, progress: &mut dyn FnMut(Progress))
     run_inner(scenario, progress, false)
 }
 
+/// The samples of a run as one extra unwinder order's stacks judged them
+/// ([`run_for_verdicts_each`]).
+#[derive(Debug, Clone)]
+pub struct ExtraVerdicts {
+    /// Every judged sample, with that order's stack and walk.
+    pub samples: Vec<SampleResult>,
+    /// The report's summary with that order's verdict counts.
+    pub summary: Summary,
+}
+
+/// [`run_for_verdicts`] that also judges, from the same run, each unwinder
+/// order of `extra`: the kernel model walks every deferred stack once more
+/// per order, at the same point, with the same registers and memory
+/// (`KernelOptions::extra_unwinders`, a lab instrument that changes
+/// nothing else), so each order's verdicts are those a run with it alone
+/// gives, while the emulation, the dominant cost, is paid once. The report
+/// is the scenario's own unwinders'; then, per order of `extra`, its
+/// verdicts, or why this run cannot stand for a run of its own (a walk
+/// dropped a corrupt `.sframe` section, which changes what later walks of
+/// each run find; a stack no deferred walk made): run that one alone.
+pub fn run_for_verdicts_each(
+    scenario: &Scenario,
+    extra: &[Vec<Method>],
+    progress: &mut dyn FnMut(Progress),
+) -> Result<(Report, Vec<Result<ExtraVerdicts, String>>), RunError> {
+    let run = execute(scenario, progress, false, extra)?;
+    let verdicts: Vec<Result<(Vec<SampleResult>, Summary), String>> = (0..extra.len())
+        .map(|n| match run.k.extra_walks().diverged.get(n).cloned().flatten() {
+            Some(why) => Err(why),
+            None => crate::judge::extra_samples(&run.k, &run.samples, &run.guests, &run.cancelled, n),
+        })
+        .collect();
+    let report = report(run, false);
+    let verdicts = verdicts
+        .into_iter()
+        .map(|v| {
+            v.map(|(samples, s)| ExtraVerdicts {
+                samples,
+                summary: Summary {
+                    judged: s.judged,
+                    delivered: s.delivered,
+                    exact: s.exact,
+                    truncated: s.truncated,
+                    wrong: s.wrong,
+                    lost: s.lost,
+                    lost_reasons: s.lost_reasons,
+                    ..report.summary.clone()
+                },
+            })
+        })
+        .collect();
+    Ok((report, verdicts))
+}
+
 /// `full`: the log and the in-NMI probe too (see [`run_for_verdicts`]).
 fn run_inner(scenario: &Scenario, progress: &mut dyn FnMut(Progress), full: bool) -> Result<Report, RunError> {
+    let run = execute(scenario, progress, full, &[])?;
+    Ok(report(run, full))
+}
+
+/// Runs `scenario` to the end (`full`: see [`run_inner`]; `extra`: see
+/// [`run_for_verdicts_each`]).
+fn execute<'s>(
+    scenario: &'s Scenario,
+    progress: &mut dyn FnMut(Progress),
+    full: bool,
+    extra: &[Vec<Method>],
+) -> Result<Run<'s>, RunError> {
     // Scenarios built in code (validate, demo) get the parser's checks too:
     // everything below relies on them.
     scenario.validate(&format!("scenario {}", scenario.name)).map_err(|e| RunError::Scenario(e.to_string()))?;
-    let mut k = Kernel::new(KernelOptions { probe_nmi_walk: full, ..kernel_options(scenario) });
+    let opts = kernel_options(scenario);
+    let extra_unwinders =
+        extra.iter().map(|order| UnwindConfig { order: order.clone(), ..opts.unwind.clone() }).collect();
+    let mut k = Kernel::new(KernelOptions { probe_nmi_walk: full, extra_unwinders, ..opts });
     k.set_checks(true);
     let mut guests = Vec::new();
     for g in &scenario.guests {
@@ -78,7 +148,7 @@ fn run_inner(scenario: &Scenario, progress: &mut dyn FnMut(Progress), full: bool
     let mut run = Run::new(scenario, k, guests);
     run.keep_log = full;
     run.main_loop(progress)?;
-    Ok(report(run, full))
+    Ok(run)
 }
 
 /// The log lines of the run's inputs: guest by guest in scenario order,

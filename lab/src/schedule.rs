@@ -210,7 +210,7 @@ impl<'s> Run<'s> {
             let stop = guest.emu.run(limit).map_err(|e| RunError::guest(&guest.name, e))?;
             match stop {
                 Stop::Limit => {
-                    if self.period.is_some_and(|p| self.guests[g].emu.icount() % p == 0) {
+                    if self.period.is_some_and(|p| self.guests[g].emu.icount().is_multiple_of(p)) {
                         self.sample(g, true)?;
                     }
                 }
@@ -236,6 +236,7 @@ impl<'s> Run<'s> {
         let guest = &mut self.guests[g];
         let mut truth = vec![regs.pc];
         truth.extend(guest.emu.ground_truth());
+        let call_sps = call_sps(&guest.emu);
         let seq = self.k.tracers().samples;
         let task = guest.tid();
         let cpu = guest.cpu_of(task);
@@ -263,7 +264,7 @@ impl<'s> Run<'s> {
             self.extra
                 .push((self.k.events().len(), crate::log::sample_line(seq, &guest.name, cpu, icount, thread, &truth)));
         }
-        self.samples.insert(seq, SampleInfo { guest: g, cpu, icount, truth, moment });
+        self.samples.insert(seq, SampleInfo { guest: g, cpu, icount, truth, call_sps, moment });
         self.k.nmi(cpu, in_user.then_some(regs), &mem);
         Ok(())
     }
@@ -513,4 +514,24 @@ impl<'s> Run<'s> {
         }
         Ok(())
     }
+}
+
+/// The stack pointer just after each call of the ground truth, innermost
+/// first, one per entry of [`emu::Emulator::ground_truth`] (a signal
+/// frame's trampoline has the handler's entry SP, its interrupted PC none).
+fn call_sps(emu: &emu::Emulator) -> Vec<Option<u64>> {
+    let Some(stack) = emu.shadow_stack() else { return Vec::new() };
+    let mut out = Vec::with_capacity(stack.frames().len() + 1);
+    for frame in stack.frames().iter().rev() {
+        match frame.kind {
+            emu::shadow::FrameKind::Call => out.push(Some(frame.sp)),
+            emu::shadow::FrameKind::Signal { returned, .. } => {
+                if !returned {
+                    out.push(Some(frame.sp));
+                }
+                out.push(None);
+            }
+        }
+    }
+    out
 }

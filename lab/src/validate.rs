@@ -3,7 +3,8 @@
 //! (depth, PC, object, function) it was not and why ([`crate::explain`]),
 //! grouped by cause and function, worst first; and which SFrame was judged
 //! (each object's own `.sframe` as its toolchain emitted it, or one
-//! generated from the program's CFI: [`SframeSource`]).
+//! generated from the program's CFI: [`SframeSource`]). One emulated run
+//! serves every unwinder ([`crate::runner::run_for_verdicts_each`]).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -97,6 +98,16 @@ pub struct Failure {
     /// What its walk delivered instead.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub got: Option<u64>,
+    /// For a wrong row, the example frame's true CFA.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub true_cfa: Option<u64>,
+    /// For a wrong row, where its caller's return address is on the
+    /// stack (x86-64, where the call pushes it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ra_slot: Option<u64>,
+    /// For a wrong row, its caller's true return address.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub true_ra: Option<u64>,
     /// How many samples failed in this function for this cause.
     pub count: u64,
     /// Of those, truncated and wrong.
@@ -107,8 +118,8 @@ pub struct Failure {
     pub pcs: Vec<u64>,
 }
 
-/// Runs `elf` with `args` once per unwinder, sampling every `every`
-/// instructions, and tallies the verdicts. A dynamic program needs `root`:
+/// Runs `elf` with `args` once, sampling every `every` instructions, and
+/// tallies the verdicts of each unwinder, as a run with it alone gives them. A dynamic program needs `root`:
 /// the host directory it sees as `/`, with its interpreter and libraries.
 pub fn validate(
     elf: &Path,
@@ -131,6 +142,46 @@ pub fn validate_sframe(
     source: SframeSource,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<BTreeMap<String, UnwinderResult>, RunError> {
+    validate_runs(elf, root, args, Plan { every, unwinders, source, one_run: true }, progress)
+}
+
+/// [`validate_sframe`] with a run of its own per unwinder, as validate
+/// worked before one run served them all: the reference the one run's
+/// results are tested against (they must be the same).
+pub fn validate_separately(
+    elf: &Path,
+    root: Option<&Path>,
+    args: &[String],
+    every: u64,
+    unwinders: &[Method],
+    source: SframeSource,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<BTreeMap<String, UnwinderResult>, RunError> {
+    validate_runs(elf, root, args, Plan { every, unwinders, source, one_run: false }, progress)
+}
+
+/// What to validate, and how.
+struct Plan<'u> {
+    /// Sampling period in instructions.
+    every: u64,
+    /// The unwinders judged.
+    unwinders: &'u [Method],
+    /// Which SFrame.
+    source: SframeSource,
+    /// One run for every unwinder ([`validate_sframe`]), or one run each
+    /// ([`validate_separately`]).
+    one_run: bool,
+}
+
+/// [`validate_sframe`] or [`validate_separately`], as `plan` says.
+fn validate_runs(
+    elf: &Path,
+    root: Option<&Path>,
+    args: &[String],
+    plan: Plan<'_>,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<BTreeMap<String, UnwinderResult>, RunError> {
+    let Plan { every, unwinders, source, one_run } = plan;
     let name = elf.display().to_string();
     let bytes = std::fs::read(elf).map_err(|e| RunError::guest(&name, format!("{name}: {e}")))?;
     let image = emu::elf::Image::parse(&name, &bytes).map_err(|e| RunError::guest(&name, e))?;
@@ -150,99 +201,118 @@ pub fn validate_sframe(
         SframeSource::Generated => Some(GeneratedCopy::new(elf)?),
     };
     let elf = generated.as_ref().map_or(elf, |g| g.path.as_path());
+    let scenario = |unwinder: Method| Scenario {
+        name: format!("validate-{unwinder}"),
+        description: format!("{} sampled every {every} instructions", elf.display()),
+        machine: Machine { arch, cpus: 1 },
+        seed: 0,
+        guests: vec![Guest {
+            name: "guest".into(),
+            path: elf.to_path_buf(),
+            args: args.to_vec(),
+            stdin: String::new(),
+            cpu: 0,
+            sframe_patch: Vec::new(),
+            files: Default::default(),
+            cwd: None,
+            root: root.map(Path::to_path_buf),
+        }],
+        tracers: vec![Tracer::Perf {
+            name: "perf".into(),
+            period: every,
+            user_stack: kmodel::tracer::UserStackMode::Deferred,
+            task: None,
+        }],
+        // Judge one unwinder alone, whatever SFrame version the file has;
+        // for a dynamic program, every object it loads (its root's).
+        kernel: KernelConfig {
+            unwinders: vec![unwinder],
+            sframe: SframeMode::Lab,
+            registration,
+            ..KernelConfig::default()
+        },
+        events: Vec::new(),
+        stop_after: None,
+        expect: None,
+    };
     let mut out = BTreeMap::new();
-    for &unwinder in unwinders {
-        let scenario = Scenario {
-            name: format!("validate-{unwinder}"),
-            description: format!("{} sampled every {every} instructions", elf.display()),
-            machine: Machine { arch, cpus: 1 },
-            seed: 0,
-            guests: vec![Guest {
-                name: "guest".into(),
-                path: elf.to_path_buf(),
-                args: args.to_vec(),
-                stdin: String::new(),
-                cpu: 0,
-                sframe_patch: Vec::new(),
-                files: Default::default(),
-                cwd: None,
-                root: root.map(Path::to_path_buf),
-            }],
-            tracers: vec![Tracer::Perf {
-                name: "perf".into(),
-                period: every,
-                user_stack: kmodel::tracer::UserStackMode::Deferred,
-                task: None,
-            }],
-            // Judge one unwinder alone, whatever SFrame version the file has;
-            // for a dynamic program, every object it loads (its root's).
-            kernel: KernelConfig {
-                unwinders: vec![unwinder],
-                sframe: SframeMode::Lab,
-                registration,
-                ..KernelConfig::default()
-            },
-            events: Vec::new(),
-            stop_after: None,
-            expect: None,
-        };
-        // Verdicts only: the event log is not shown, so it is not formatted.
-        let report = crate::runner::run_for_verdicts(&scenario, progress)?;
-        let mut failures: BTreeMap<(Cause, String), Failure> = BTreeMap::new();
-        for s in &report.samples {
-            let Some(why) = crate::explain::explain(&report, s) else { continue };
-            let kind = s.verdict.kind();
-            let group = failures.entry((why.cause, why.function.clone())).or_insert_with(|| Failure {
-                function: why.function,
-                object: why.object,
-                cause: why.cause,
-                pc: why.pc,
-                frame: why.frame,
-                place: why.place,
-                kind,
-                reason: why.reason,
-                sframe_row: why.sframe_row,
-                cfi_row: why.cfi_row,
-                expected: why.expected,
-                got: why.got,
-                count: 0,
-                truncated: 0,
-                wrong: 0,
-                pcs: Vec::new(),
-            });
-            group.count += 1;
-            group.truncated += u64::from(kind == "truncated");
-            group.wrong += u64::from(kind == "wrong");
-            if let Err(at) = group.pcs.binary_search(&why.pc) {
-                group.pcs.insert(at, why.pc);
+    let Some((&first, rest)) = unwinders.split_first() else { return Ok(out) };
+    // One emulated run for every unwinder: the model walks each deferred
+    // stack once more per other unwinder, alone, at the same point
+    // (`runner::run_for_verdicts_each`); the verdicts are those of a run
+    // per unwinder. Where that one run cannot stand for another unwinder's
+    // own (a corrupt section was dropped), that unwinder gets its own run.
+    let extra: Vec<Vec<Method>> = if one_run { rest.iter().map(|&u| vec![u]).collect() } else { Vec::new() };
+    let (mut report, extras) = crate::runner::run_for_verdicts_each(&scenario(first), &extra, progress)?;
+    out.insert(first.to_string(), result(&report, source, registration));
+    let extras = extras.into_iter().map(Some).chain(std::iter::repeat_with(|| None));
+    for (&unwinder, verdicts) in rest.iter().zip(extras) {
+        match verdicts {
+            Some(Ok(v)) => {
+                // The same run, judged with this unwinder's stacks.
+                report.scenario = scenario(unwinder);
+                report.samples = v.samples;
+                report.summary = v.summary;
             }
+            // Verdicts only: the event log is not shown, so it is not formatted.
+            Some(Err(_)) | None => report = crate::runner::run_for_verdicts(&scenario(unwinder), progress)?,
         }
-        let mut failures: Vec<Failure> = failures.into_values().collect();
-        // Worst first: most samples, then wrong before truncated.
-        failures.sort_by(|a, b| {
-            b.count
-                .cmp(&a.count)
-                .then(b.wrong.cmp(&a.wrong))
-                .then(a.function.cmp(&b.function))
-                .then(a.cause.cmp(&b.cause))
-        });
-        let judged = judged(&report, source);
-        let s = &report.summary;
-        out.insert(
-            unwinder.to_string(),
-            UnwinderResult {
-                samples: s.judged,
-                exact: s.exact,
-                truncated: s.truncated,
-                wrong: s.wrong,
-                lost: s.lost,
-                failures,
-                registration,
-                judged,
-            },
-        );
+        out.insert(unwinder.to_string(), result(&report, source, registration));
     }
     Ok(out)
+}
+
+/// One unwinder's result from the `report` of a run judged with its
+/// stacks alone.
+fn result(report: &crate::report::Report, source: SframeSource, registration: Registration) -> UnwinderResult {
+    let mut failures: BTreeMap<(Cause, String), Failure> = BTreeMap::new();
+    for s in &report.samples {
+        let Some(why) = crate::explain::explain(report, s) else { continue };
+        let kind = s.verdict.kind();
+        let group = failures.entry((why.cause, why.function.clone())).or_insert_with(|| Failure {
+            function: why.function,
+            object: why.object,
+            cause: why.cause,
+            pc: why.pc,
+            frame: why.frame,
+            place: why.place,
+            kind,
+            reason: why.reason,
+            sframe_row: why.sframe_row,
+            cfi_row: why.cfi_row,
+            expected: why.expected,
+            got: why.got,
+            true_cfa: why.true_cfa,
+            ra_slot: why.ra_slot,
+            true_ra: why.true_ra,
+            count: 0,
+            truncated: 0,
+            wrong: 0,
+            pcs: Vec::new(),
+        });
+        group.count += 1;
+        group.truncated += u64::from(kind == "truncated");
+        group.wrong += u64::from(kind == "wrong");
+        if let Err(at) = group.pcs.binary_search(&why.pc) {
+            group.pcs.insert(at, why.pc);
+        }
+    }
+    let mut failures: Vec<Failure> = failures.into_values().collect();
+    // Worst first: most samples, then wrong before truncated.
+    failures.sort_by(|a, b| {
+        b.count.cmp(&a.count).then(b.wrong.cmp(&a.wrong)).then(a.function.cmp(&b.function)).then(a.cause.cmp(&b.cause))
+    });
+    let s = &report.summary;
+    UnwinderResult {
+        samples: s.judged,
+        exact: s.exact,
+        truncated: s.truncated,
+        wrong: s.wrong,
+        lost: s.lost,
+        failures,
+        registration,
+        judged: judged(report, source),
+    }
 }
 
 /// Which SFrame each object mapped in `report`'s run had.

@@ -17,7 +17,7 @@ use std::rc::Rc;
 fn user_range(addr: u64, len: u64) -> Option<(u64, u64)> {
     let len = page_up(len).filter(|&len| len > 0)?;
     let end = addr.checked_add(len).filter(|&end| end <= USER_TOP)?;
-    (addr % PAGE_SIZE == 0).then_some((addr, end))
+    addr.is_multiple_of(PAGE_SIZE).then_some((addr, end))
 }
 
 pub(super) fn brk(emu: &mut Emulator, [addr, ..]: [u64; 6]) -> SysResult {

@@ -266,3 +266,58 @@ impl UserMemory for Recorder<'_> {
         result
     }
 }
+
+/// The walks of [`KernelOptions::extra_unwinders`] that accompanied one of
+/// the model's own faultable walks.
+///
+/// [`KernelOptions::extra_unwinders`]: crate::types::KernelOptions::extra_unwinders
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtraWalk {
+    /// `seq` of the model's own walk's `Unwind` event: the walk whose trace
+    /// the entry's callbacks got.
+    pub event: u64,
+    /// One trace per extra configuration, in order.
+    pub traces: Vec<Trace>,
+}
+
+/// Every [`ExtraWalk`] of a run, and how far each extra configuration's
+/// traces still stand for a run with that configuration alone.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExtraWalks {
+    /// In the order of their events.
+    pub walks: Vec<ExtraWalk>,
+    /// Per extra configuration: `None` while its traces are exactly those
+    /// of a run of its own; else why they stopped being so. A walk that
+    /// drops a corrupt `.sframe` section changes what later walks of its
+    /// run find, and extra walks drop nothing (nor see what the model's own
+    /// walk dropped as still there), so from the first drop that concerns
+    /// an SFrame-using configuration its later traces may differ.
+    pub diverged: Vec<Option<String>>,
+}
+
+impl ExtraWalks {
+    /// Records the extra `traces` of the walk logged as event `event`,
+    /// which dropped the sections `dropped` (by `.sframe` start); `configs`
+    /// are the extra configurations.
+    pub(crate) fn record(&mut self, event: u64, traces: Vec<Trace>, dropped: &[u64], configs: &[UnwindConfig]) {
+        self.diverged.resize(configs.len(), None);
+        for ((cfg, trace), diverged) in configs.iter().zip(&traces).zip(&mut self.diverged) {
+            if diverged.is_some() || !cfg.order.contains(&Method::Sframe) {
+                continue;
+            }
+            let by = |whose: &str, start: &u64| {
+                format!("{whose} walk at event {event} dropped the .sframe section at {start:#x} as corrupt")
+            };
+            *diverged = dropped
+                .first()
+                .map(|s| by("the model's own", s))
+                .or_else(|| trace.removed_sections.first().map(|s| by("this configuration's", s)));
+        }
+        self.walks.push(ExtraWalk { event, traces });
+    }
+
+    /// The extra walks that accompanied the walk logged as event `event`.
+    pub fn at(&self, event: u64) -> Option<&ExtraWalk> {
+        self.walks.binary_search_by_key(&event, |w| w.event).ok().map(|i| &self.walks[i])
+    }
+}

@@ -56,6 +56,19 @@ pub struct ObjectCode {
     /// The CFI translated into SFrame once, on first use by [`Self::cfi_row`]:
     /// the encoded table and the FDE starts the generator skipped, with why.
     translated: std::sync::OnceLock<Option<Translated>>,
+    /// Facts about `text` and `fdes` asked for once per failed stack by
+    /// `validate`'s explanations, computed once, on first use.
+    facts: std::sync::OnceLock<Facts>,
+}
+
+/// [`ObjectCode`]'s FDE coverage, and for each FDE the greatest end of it
+/// and the FDEs before it (the start of the gap after them, where no FDE
+/// nests in another): what [`ObjectCode::fde_coverage`] and
+/// [`ObjectCode::gap_at`] would otherwise scan every FDE for.
+#[derive(Debug)]
+struct Facts {
+    coverage: (u64, u64),
+    max_end: Vec<u64>,
 }
 
 /// [`ObjectCode`]'s CFI as SFrame: the encoded section, and the functions
@@ -106,7 +119,15 @@ impl ObjectCode {
         fdes.dedup();
         let sframe = super::file::sframe_section(&elf, data)?.map(|(bytes, address)| (bytes.to_vec(), address));
         let cfi = cfi.map(|c| (c.kind, c.data.to_vec(), c.address));
-        Ok(ObjectCode { abi, text, fdes, cfi, sframe, translated: std::sync::OnceLock::new() })
+        Ok(ObjectCode {
+            abi,
+            text,
+            fdes,
+            cfi,
+            sframe,
+            translated: std::sync::OnceLock::new(),
+            facts: std::sync::OnceLock::new(),
+        })
     }
 
     /// The FDE covering `pc`, as (start, size).
@@ -129,27 +150,51 @@ impl ObjectCode {
         }
         let section = self.section_at(pc)?;
         let end_of = |f: &(u64, u64)| f.0.saturating_add(f.1);
-        let start = self.fdes.iter().map(end_of).filter(|&e| e <= pc).max().unwrap_or(0).max(section.address);
+        // The FDEs are sorted by start: those before `i` start at or before
+        // `pc`, the one at `i` is the next to start.
+        let i = self.fdes.partition_point(|f| f.0 <= pc);
+        let start = match i.checked_sub(1).map(|j| self.facts().max_end[j]) {
+            Some(end) if end <= pc => end,
+            // An FDE nested in another ends past `pc`: look at each.
+            Some(_) => self.fdes[..i].iter().map(end_of).filter(|&e| e <= pc).max().unwrap_or(0),
+            None => 0,
+        }
+        .max(section.address);
         let section_end = section.address.saturating_add(section.size);
-        let end = self.fdes.iter().map(|f| f.0).filter(|&s| s > pc).min().unwrap_or(u64::MAX).min(section_end);
+        let end = self.fdes.get(i).map_or(u64::MAX, |f| f.0).min(section_end);
         Some(Gap { section: section.name.clone(), start, end })
     }
 
     /// Bytes of executable sections, and how many of them an FDE covers.
     pub fn fde_coverage(&self) -> (u64, u64) {
-        let total = self.text.iter().map(|t| t.size).fold(0, u64::saturating_add);
-        let covered = self
-            .text
-            .iter()
-            .map(|t| {
-                let end = t.address.saturating_add(t.size);
-                self.fdes
-                    .iter()
-                    .map(|&(s, n)| s.saturating_add(n).min(end).saturating_sub(s.max(t.address)))
-                    .fold(0, u64::saturating_add)
-            })
-            .fold(0, u64::saturating_add);
-        (total, covered.min(total))
+        self.facts().coverage
+    }
+
+    /// [`Facts`], computed on first use.
+    fn facts(&self) -> &Facts {
+        self.facts.get_or_init(|| {
+            let total = self.text.iter().map(|t| t.size).fold(0, u64::saturating_add);
+            let covered = self
+                .text
+                .iter()
+                .map(|t| {
+                    let end = t.address.saturating_add(t.size);
+                    self.fdes
+                        .iter()
+                        .map(|&(s, n)| s.saturating_add(n).min(end).saturating_sub(s.max(t.address)))
+                        .fold(0, u64::saturating_add)
+                })
+                .fold(0, u64::saturating_add);
+            let max_end = self
+                .fdes
+                .iter()
+                .scan(0u64, |max, &(s, n)| {
+                    *max = (*max).max(s.saturating_add(n));
+                    Some(*max)
+                })
+                .collect();
+            Facts { coverage: (total, covered.min(total)), max_end }
+        })
     }
 
     /// The SFrame version of the file's own section, if it has one.
@@ -652,6 +697,41 @@ mod tests {
         assert_eq!(shard(files.clone(), 1, 3), [1, 4, 7]);
         all.sort_unstable();
         assert_eq!(all, files);
+    }
+
+    /// `gap_at` and `fde_coverage` answer from facts computed once as a
+    /// scan of every FDE would, nested and overlapping FDEs included.
+    #[test]
+    fn gaps_and_coverage_are_those_of_a_scan_of_every_fde() {
+        let fdes = vec![(0x1000, 0x10), (0x1020, 0x40), (0x1030, 0x8), (0x1070, 0x4), (0x1078, 0x20), (0x1080, 0x4)];
+        let code = ObjectCode {
+            abi: Abi::Amd64,
+            text: vec![
+                TextSection { name: ".init".into(), address: 0xf00, size: 0x20 },
+                TextSection { name: ".text".into(), address: 0x1000, size: 0x100 },
+            ],
+            fdes: fdes.clone(),
+            cfi: None,
+            sframe: None,
+            translated: std::sync::OnceLock::new(),
+            facts: std::sync::OnceLock::new(),
+        };
+        let scan = |pc: u64| {
+            let section = code.section_at(pc)?;
+            if code.fde_at(pc).is_some() {
+                return None;
+            }
+            let end_of = |f: &(u64, u64)| f.0 + f.1;
+            let start = fdes.iter().map(end_of).filter(|&e| e <= pc).max().unwrap_or(0).max(section.address);
+            let end = fdes.iter().map(|f| f.0).filter(|&s| s > pc).min().unwrap_or(u64::MAX);
+            Some(Gap { section: section.name.clone(), start, end: end.min(section.address + section.size) })
+        };
+        for pc in 0xe00..0x1200 {
+            assert_eq!(code.gap_at(pc), scan(pc), "{pc:#x}");
+        }
+        assert_eq!(code.gap_at(0x1068), Some(Gap { section: ".text".into(), start: 0x1060, end: 0x1070 }));
+        // .init has none; .text has 0x10 + 0x40 + 0x4 + 0x20 bytes (and 0x8, 0x4 nested).
+        assert_eq!(code.fde_coverage(), (0x120, 0x10 + 0x40 + 0x8 + 0x4 + 0x20 + 0x4));
     }
 
     #[test]

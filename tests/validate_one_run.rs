@@ -1,0 +1,158 @@
+//! `validate` judges every unwinder from one emulated run (issue 16, item
+//! 4): the kernel model walks each deferred stack once more per other
+//! unwinder, at the same point (`KernelOptions::extra_unwinders`). The
+//! results must be exactly those of a run per unwinder: on committed
+//! guests of the three architectures, with frame pointers and SFrame V3
+//! or SFrame alone, both unwinders in either order, every tally and every
+//! explained group (cause, function, example, reason, rows, PCs) is the
+//! same as `validate_separately`'s, which runs the program once per
+//! unwinder as `validate` used to.
+
+use std::path::Path;
+
+use kmodel::unwind::Method;
+use lab::validate::{validate_separately, validate_sframe, SframeSource};
+
+#[test]
+fn one_run_judges_each_unwinder_as_its_own_run_does() {
+    let guests = Path::new(env!("CARGO_MANIFEST_DIR")).join("guests/bin");
+    let args: Vec<String> = ["recurse", "120"].iter().map(|a| a.to_string()).collect();
+    for arch in ["x86_64", "aarch64", "s390x"] {
+        for program in ["lab-v3", "lab-fpv3"] {
+            let elf = guests.join(arch).join(program);
+            for unwinders in [[Method::Sframe, Method::Fp], [Method::Fp, Method::Sframe]] {
+                let what = format!("{program} on {arch}, {unwinders:?}");
+                let run = |one: bool| {
+                    let f = if one { validate_sframe } else { validate_separately };
+                    let results = f(&elf, None, &args, 397, &unwinders, SframeSource::Own, &mut |_| {})
+                        .unwrap_or_else(|e| panic!("{what}: {e}"));
+                    serde_json::to_value(&results).expect("results serialise")
+                };
+                let (one, separate) = (run(true), run(false));
+                for unwinder in ["sframe", "fp"] {
+                    let samples = one[unwinder]["samples"].as_u64().unwrap_or(0);
+                    assert!(samples >= 20, "{what}: {unwinder}: {samples} samples");
+                }
+                assert_eq!(
+                    one,
+                    separate,
+                    "{what}: one run and a run per unwinder differ:\n{}\n---\n{}",
+                    serde_json::to_string_pretty(&one).unwrap_or_default(),
+                    serde_json::to_string_pretty(&separate).unwrap_or_default()
+                );
+            }
+        }
+    }
+}
+
+/// The runner's side, on the scenario suite: with extra unwinder orders the
+/// model's own run is unchanged (its events, faults included, and every
+/// sample), and each extra order's samples — delivered stack, walk,
+/// verdict — are those of the scenario run with that order alone.
+#[test]
+fn extra_unwinders_change_nothing_and_match_their_own_runs() {
+    use lab::runner::{run_for_verdicts, run_for_verdicts_each};
+    let orders =
+        [vec![Method::Fp], vec![Method::Sframe], vec![Method::Sframe, Method::Fp], vec![Method::Fp, Method::Sframe]];
+    let json = |samples: &[lab::report::SampleResult]| serde_json::to_value(samples).expect("samples serialise");
+    let mut compared = 0;
+    for file in scenario_list() {
+        let scenario = lab::Scenario::load(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let what = &scenario.name;
+        let own = run_for_verdicts(&scenario, &mut |_| {}).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let (report, extras) =
+            run_for_verdicts_each(&scenario, &orders, &mut |_| {}).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(report.kernel_events == own.kernel_events, "{what}: the model's own run changed");
+        assert_eq!(json(&report.samples), json(&own.samples), "{what}");
+        for (order, extra) in orders.iter().zip(extras) {
+            let mut alone = scenario.clone();
+            alone.kernel.unwinders = order.clone();
+            let alone = run_for_verdicts(&alone, &mut |_| {}).unwrap_or_else(|e| panic!("{what}: {e}"));
+            match extra {
+                Ok(v) => {
+                    assert_eq!(json(&v.samples), json(&alone.samples), "{what} {order:?}");
+                    let tally = |s: &lab::report::Summary| (s.judged, s.exact, s.truncated, s.wrong, s.lost);
+                    assert_eq!(tally(&v.summary), tally(&alone.summary), "{what} {order:?}");
+                    compared += 1;
+                }
+                // Only where in-NMI walks made the stacks (no perf work).
+                Err(why) => {
+                    assert!(what.starts_with("perf-late"), "{what} {order:?}: not from one run: {why}");
+                    assert!(why.contains("no faultable walk"), "{what}: {why}");
+                }
+            }
+        }
+    }
+    assert!(compared > 0);
+}
+
+/// Scenario files to compare on: every path through the deferred walk
+/// (task_work, exit hook, stack copied on exit, cache served after
+/// `exit_mm()`), evicted `.sframe` pages (faults the extra walks must not
+/// take), signal frames, threads, a dynamic program with a loader's
+/// registrations; and one whose stacks come from in-NMI walks (perf
+/// registered too late), which no extra walk accompanies.
+fn scenario_list() -> Vec<std::path::PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let mut names: Vec<String> = Vec::new();
+    for arch in ["x86_64", "aarch64", "s390x"] {
+        for name in ["basic", "sframe-not-resident", "exit-copy-on-exit", "fp-vs-sframe-o2"] {
+            names.push(format!("{name}-{arch}"));
+        }
+    }
+    for name in [
+        "exit-unwind-at-syscall-entry",
+        "signal-frames",
+        "threads-two-cpus",
+        "loader-registration",
+        "perf-late-after-70-ftrace",
+    ] {
+        names.push(format!("{name}-x86_64"));
+    }
+    names.iter().map(|n| dir.join(format!("{n}.json"))).collect()
+}
+
+/// A walk that drops a corrupt section changes what the later walks of its
+/// run find: from then on an SFrame-using extra order cannot stand for a
+/// run of its own, and says so (validate then gives it one); a
+/// frame-pointer order, which reads no `.sframe`, still can.
+#[test]
+fn a_dropped_section_ends_what_one_run_can_stand_for() {
+    use lab::runner::{run_for_verdicts, run_for_verdicts_each};
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let elf = dir.join("guests/bin/x86_64/lab-fpv3");
+    // recurse's third row (at 0x402044) rewritten to start at 0, before
+    // the second: the first walk through recurse finds the rows not
+    // increasing and the kernel drops the section.
+    let (offset, start) = (17970, 0);
+    let bytes = std::fs::read(&elf).expect("lab-fpv3");
+    let (at, _) = sframe::elf::sframe_segment(&bytes).expect("PT_GNU_SFRAME");
+    assert_eq!(bytes[(at + offset) as usize], 4, "recurse's third row starts at +4");
+    let text = format!(
+        r#"{{"name": "dropped", "description": "a corrupt row", "machine": {{"arch": "x86_64", "cpus": 1}},
+            "guests": [{{"name": "lab", "path": "guests/bin/x86_64/lab-fpv3", "args": ["recurse", "100"],
+                         "sframe_patch": [[{offset}, {start}]]}}],
+            "tracers": [{{"kind": "perf", "name": "perf", "period": 4001}}]}}"#
+    );
+    let scenario = lab::Scenario::parse_in(&text, "dropped.json", dir).expect("scenario");
+    for (own, extra) in
+        [(vec![Method::Sframe, Method::Fp], vec![Method::Sframe]), (vec![Method::Fp], vec![Method::Sframe])]
+    {
+        let mut scenario = scenario.clone();
+        scenario.kernel.unwinders = own.clone();
+        let orders = [extra.clone(), vec![Method::Fp]];
+        let (_, extras) = run_for_verdicts_each(&scenario, &orders, &mut |_| {}).expect("runs");
+        let whose = if own.contains(&Method::Sframe) { "the model's own" } else { "this configuration's" };
+        match &extras[0] {
+            Err(why) => {
+                assert!(why.starts_with(whose) && why.contains("dropped the .sframe section"), "{own:?}: {why}")
+            }
+            Ok(_) => panic!("{own:?}: {extra:?} stands for its own run though a section was dropped"),
+        }
+        let fp = extras[1].as_ref().unwrap_or_else(|why| panic!("{own:?}: fp: {why}"));
+        scenario.kernel.unwinders = vec![Method::Fp];
+        let alone = run_for_verdicts(&scenario, &mut |_| {}).expect("runs");
+        let json = |samples: &[lab::report::SampleResult]| serde_json::to_value(samples).expect("samples serialise");
+        assert_eq!(json(&fp.samples), json(&alone.samples), "{own:?}");
+    }
+}
