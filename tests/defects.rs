@@ -120,27 +120,27 @@ fn validate_and_compare_name_each_defect() {
         let group = |cause: Cause, function: &str| {
             r.failures
                 .iter()
-                .find(|f| f.cause == cause && f.function == function)
+                .find(|f| f.example.cause == cause && f.example.function == function)
                 .unwrap_or_else(|| panic!("{gcc}: no {cause} group in {function}: {:#?}", r.failures))
         };
         let nocfi = group(Cause::NoCfi, "nocfi_spin");
         assert!(nocfi.pcs.iter().all(|pc| range("nocfi_spin").contains(pc)), "{gcc}: {nocfi:?}");
-        assert!(nocfi.reason.contains("no FDE covers this PC"), "{gcc}: {nocfi:?}");
+        assert!(nocfi.example.reason.contains("no FDE covers this PC"), "{gcc}: {nocfi:?}");
         let bad = group(Cause::WrongRow, "wrong_row");
         assert!(bad.pcs.iter().all(|pc| range("wrong_row").contains(pc)), "{gcc}: {bad:?}");
-        assert!(bad.reason.contains("the CFI says"), "{gcc}: {bad:?}");
-        assert!(bad.sframe_row.is_some() && bad.cfi_row.is_some() && bad.wrong > 0, "{gcc}: {bad:?}");
+        assert!(bad.example.reason.contains("the CFI says"), "{gcc}: {bad:?}");
+        assert!(bad.example.sframe_row.is_some() && bad.example.cfi_row.is_some() && bad.wrong > 0, "{gcc}: {bad:?}");
         // Next to the rows, the truth: the CFA, where the return address
         // is (x86-64: the call pushed it just below the CFA) and its value,
         // main's call of wrong_row.
-        let (cfa, ra) = (bad.true_cfa.expect("true CFA"), bad.true_ra.expect("true RA"));
+        let (cfa, ra) = (bad.example.true_cfa.expect("true CFA"), bad.example.true_ra.expect("true RA"));
         assert!(range("main").contains(&ra), "{gcc}: {bad:?}");
         let slot = if gcc == "gcc" { format!(" at {:#x}", cfa - 8) } else { String::new() };
-        assert_eq!(bad.ra_slot, (gcc == "gcc").then(|| cfa - 8), "{gcc}: {bad:?}");
-        assert!(bad.reason.contains(&format!("true CFA {cfa:#x}, RA{slot} = main+")), "{gcc}: {bad:?}");
+        assert_eq!(bad.example.ra_slot, (gcc == "gcc").then(|| cfa - 8), "{gcc}: {bad:?}");
+        assert!(bad.example.reason.contains(&format!("true CFA {cfa:#x}, RA{slot} = main+")), "{gcc}: {bad:?}");
         let past = group(Cause::PastNoreturn, "ends_in_noreturn");
         assert_eq!(past.pcs, [range("ends_in_noreturn").end], "{gcc}: {past:?}");
-        assert!(past.frame >= 1, "{gcc}: {past:?}");
+        assert!(past.example.frame >= 1, "{gcc}: {past:?}");
         eprintln!("{gcc}:\n{}", lab::validate::text(&results));
     }
 }

@@ -210,7 +210,7 @@ fn validate_clean(root: &std::path::Path, program: &str, args: &[&str], what: &s
     assert_eq!((r.wrong, r.lost), (0, 0), "{what}: {:?}", r.failures);
     // Every place is named and every failure has a reason in words.
     for f in &r.failures {
-        assert!(!f.place.starts_with("0x") && !f.reason.is_empty(), "{what}: {f:?}");
+        assert!(!f.example.place.starts_with("0x") && !f.example.reason.is_empty(), "{what}: {f:?}");
     }
     assert!(r.exact * 10 >= r.samples * 7, "{what}: {} of {} exact", r.exact, r.samples);
 }

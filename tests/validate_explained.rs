@@ -59,16 +59,19 @@ fn every_failure_of_debian_static_shells_is_explained_and_named() {
                     assert!(r.samples >= 10, "{what} {unwinder}: {} samples", r.samples);
                     assert_eq!(r.failures.iter().map(|f| f.count).sum::<u64>(), r.truncated + r.wrong, "{what}");
                     for f in &r.failures {
-                        let named = !f.function.starts_with("0x") && !f.place.starts_with("0x");
-                        assert!(named && !f.reason.is_empty(), "{what} {unwinder}: unnamed or unexplained: {f:?}");
-                        assert!(f.place.starts_with(&f.function), "{what} {unwinder}: {f:?}");
+                        let named = !f.example.function.starts_with("0x") && !f.example.place.starts_with("0x");
+                        assert!(
+                            named && !f.example.reason.is_empty(),
+                            "{what} {unwinder}: unnamed or unexplained: {f:?}"
+                        );
+                        assert!(f.example.place.starts_with(&f.example.function), "{what} {unwinder}: {f:?}");
                     }
                 }
                 // The HTML page: self-contained, a row per function and cause.
                 let html = lab::validate::html(program, &results);
                 assert!(!html.contains("<script") && !html.contains("src=\"http"), "{what}: self-contained");
                 for f in &sframe.failures {
-                    let row = format!("<td><code>{}</code></td><td>{}</td>", f.function, f.cause);
+                    let row = format!("<td><code>{}</code></td><td>{}</td>", f.example.function, f.example.cause);
                     assert!(html.contains(&row), "{what}: no row {row}");
                 }
                 // With generated SFrame most stacks are exact and none wrong;
@@ -95,9 +98,10 @@ fn signal_trampolines_are_named() {
             validate_sframe(&elf, None, &["sigexit".into()], 97, &[Method::Sframe], SframeSource::Own, &mut |_| {})
                 .unwrap();
         let r = &results["sframe"];
-        let vdso = r.failures.iter().find(|f| f.function == "[vdso]").unwrap_or_else(|| panic!("{arch}: {r:?}"));
-        assert_eq!(vdso.cause, lab::explain::Cause::SignalFrame, "{arch}: {vdso:?}");
-        assert!(vdso.place.starts_with("[vdso]+0x") && vdso.frame > 0, "{arch}: {vdso:?}");
+        let vdso =
+            r.failures.iter().find(|f| f.example.function == "[vdso]").unwrap_or_else(|| panic!("{arch}: {r:?}"));
+        assert_eq!(vdso.example.cause, lab::explain::Cause::SignalFrame, "{arch}: {vdso:?}");
+        assert!(vdso.example.place.starts_with("[vdso]+0x") && vdso.example.frame > 0, "{arch}: {vdso:?}");
     }
 }
 

@@ -12,7 +12,7 @@ use std::path::Path;
 use kmodel::unwind::{Method, SframeMode};
 use serde::Serialize;
 
-use crate::explain::Cause;
+use crate::explain::{Cause, Explanation};
 use crate::loader::Registration;
 use crate::report::{Progress, RunError};
 use crate::scenario::{Guest, KernelConfig, Machine, Scenario, Tracer};
@@ -69,45 +69,13 @@ pub struct Judged {
 /// same cause, with the first of them as the example.
 #[derive(Debug, Clone, Serialize)]
 pub struct Failure {
-    /// The function whose frame could not be unwound correctly
-    /// (`libc.so.6!puts`, `fde@0x…` or `nofde@0x…` where stripped).
-    pub function: String,
-    /// The object holding it.
-    pub object: String,
-    /// The kind of cause.
-    pub cause: Cause,
-    /// The example's PC in it (the last correct entry of the stack).
-    pub pc: u64,
-    /// The example's depth (0: the interrupted PC).
-    pub frame: usize,
-    /// Where the example is: `function+0x12`, `libc.so.6!puts+0x1c`.
-    pub place: String,
+    /// The first stack of the group, explained: where (function, object,
+    /// PC, depth), the cause and the reason, the rows and the truth. Its
+    /// fields appear at the top level of the JSON.
+    #[serde(flatten)]
+    pub example: Explanation,
     /// "truncated" or "wrong" (the example's; a group may hold both).
     pub kind: &'static str,
-    /// Why, in words ([`crate::explain`]), for the example.
-    pub reason: String,
-    /// The object's `.sframe` row at the example's PC, in words.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub sframe_row: Option<String>,
-    /// The CFI's row there (for a wrong row).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cfi_row: Option<String>,
-    /// The example's true caller, for a wrong stack.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub expected: Option<u64>,
-    /// What its walk delivered instead.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub got: Option<u64>,
-    /// For a wrong row, the example frame's true CFA.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub true_cfa: Option<u64>,
-    /// For a wrong row, where its caller's return address is on the
-    /// stack (x86-64, where the call pushes it).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ra_slot: Option<u64>,
-    /// For a wrong row, its caller's true return address.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub true_ra: Option<u64>,
     /// How many samples failed in this function for this cause.
     pub count: u64,
     /// Of those, truncated and wrong.
@@ -269,22 +237,10 @@ fn result(report: &crate::report::Report, source: SframeSource, registration: Re
     for s in &report.samples {
         let Some(why) = crate::explain::explain(report, s) else { continue };
         let kind = s.verdict.kind();
+        let pc = why.pc;
         let group = failures.entry((why.cause, why.function.clone())).or_insert_with(|| Failure {
-            function: why.function,
-            object: why.object,
-            cause: why.cause,
-            pc: why.pc,
-            frame: why.frame,
-            place: why.place,
+            example: why,
             kind,
-            reason: why.reason,
-            sframe_row: why.sframe_row,
-            cfi_row: why.cfi_row,
-            expected: why.expected,
-            got: why.got,
-            true_cfa: why.true_cfa,
-            ra_slot: why.ra_slot,
-            true_ra: why.true_ra,
             count: 0,
             truncated: 0,
             wrong: 0,
@@ -293,14 +249,18 @@ fn result(report: &crate::report::Report, source: SframeSource, registration: Re
         group.count += 1;
         group.truncated += u64::from(kind == "truncated");
         group.wrong += u64::from(kind == "wrong");
-        if let Err(at) = group.pcs.binary_search(&why.pc) {
-            group.pcs.insert(at, why.pc);
+        if let Err(at) = group.pcs.binary_search(&pc) {
+            group.pcs.insert(at, pc);
         }
     }
     let mut failures: Vec<Failure> = failures.into_values().collect();
     // Worst first: most samples, then wrong before truncated.
     failures.sort_by(|a, b| {
-        b.count.cmp(&a.count).then(b.wrong.cmp(&a.wrong)).then(a.function.cmp(&b.function)).then(a.cause.cmp(&b.cause))
+        b.count
+            .cmp(&a.count)
+            .then(b.wrong.cmp(&a.wrong))
+            .then(a.example.function.cmp(&b.example.function))
+            .then(a.example.cause.cmp(&b.example.cause))
     });
     let s = &report.summary;
     UnwinderResult {
@@ -403,7 +363,14 @@ pub fn text(results: &BTreeMap<String, UnwinderResult>) -> String {
             };
             out += &format!(
                 "    {:6} × {} in {} [{}]: e.g. frame {} at {:#x} ({}{pcs}): {}\n",
-                f.count, f.kind, f.function, f.cause, f.frame, f.pc, f.place, f.reason
+                f.count,
+                f.kind,
+                f.example.function,
+                f.example.cause,
+                f.example.frame,
+                f.example.pc,
+                f.example.place,
+                f.example.reason
             );
         }
         if r.failures.len() > LISTED {
@@ -456,13 +423,13 @@ pub fn html(title: &str, results: &BTreeMap<String, UnwinderResult>) -> String {
                 f.count,
                 f.truncated,
                 f.wrong,
-                esc(&f.function),
-                esc(&f.cause.to_string()),
-                f.frame,
-                f.pc,
-                esc(&f.place),
+                esc(&f.example.function),
+                esc(&f.example.cause.to_string()),
+                f.example.frame,
+                f.example.pc,
+                esc(&f.example.place),
                 pcs.join(" "),
-                esc(&f.reason)
+                esc(&f.example.reason)
             );
         }
         out += "</table>";
