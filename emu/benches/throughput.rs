@@ -24,6 +24,9 @@
 //! prints the table for BENCHMARKS.md. Without `--bench` (as under
 //! `cargo test --all-targets`) it makes one short pass to check it still works.
 
+mod common;
+
+use common::{median, thread_cpu_time};
 use emu::{Arch, Config, Emulator, Exit, NmiSource, Tracking};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -69,20 +72,6 @@ fn run(arch: Arch, kind: Kind, rounds: &str) -> (Duration, u64, u64) {
     let elapsed = thread_cpu_time() - start;
     assert_eq!(exit, Exit::Code(0), "{arch}: the guest failed");
     (elapsed, emu.icount(), nmis)
-}
-
-/// CPU time the calling thread has used so far.
-fn thread_cpu_time() -> Duration {
-    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `now` is a valid timespec for the call to fill.
-    let err = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
-    assert_eq!(err, 0, "the thread CPU clock is unavailable");
-    Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
-}
-
-fn median(mut xs: Vec<Duration>) -> Duration {
-    xs.sort();
-    xs[xs.len() / 2]
 }
 
 fn main() {

@@ -38,6 +38,9 @@
 //! (as under `cargo test --all-targets`) it captures a few stacks, checks
 //! both walkers and times nothing.
 
+mod common;
+
+use common::{median, thread_cpu_time};
 use emu::{Arch, Config, Emulator, NmiSource, Regs, Tracking};
 use framehop::{FrameAddress, Unwinder};
 use goblin::elf::Elf;
@@ -295,22 +298,6 @@ enum Walker {
 
 const WALKERS: [Walker; 4] = [Walker::SframeIndexed, Walker::SframePlain, Walker::FramehopCached, Walker::FramehopCold];
 
-/// This thread's CPU time: the machine's cores are shared with other jobs,
-/// and time spent descheduled would otherwise land on whichever walker was
-/// being timed. Differences of two readings are what is reported.
-fn cpu_now() -> Duration {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime only writes the timespec it is given.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
-
-fn median(mut xs: Vec<Duration>) -> Duration {
-    xs.sort();
-    xs[xs.len() / 2]
-}
-
 fn main() {
     let full = std::env::args().any(|a| a == "--bench");
     // Stacks per workload, rounds and passes over all stacks per round.
@@ -373,27 +360,27 @@ fn main() {
                     if matches!(walker, Walker::FramehopCached | Walker::FramehopCold) {
                         continue;
                     }
-                    let start = cpu_now();
+                    let start = thread_cpu_time();
                     run_sframe(walker, &indexed, &plain, &exact, big_endian, passes, &mut out);
-                    times[i].push(cpu_now().saturating_sub(start));
+                    times[i].push(thread_cpu_time().saturating_sub(start));
                     continue;
                 };
                 let elapsed = match walker {
                     Walker::SframeIndexed | Walker::SframePlain => {
-                        let start = cpu_now();
+                        let start = thread_cpu_time();
                         run_sframe(walker, &indexed, &plain, &exact, big_endian, passes, &mut out);
-                        cpu_now().saturating_sub(start)
+                        thread_cpu_time().saturating_sub(start)
                     }
                     Walker::FramehopCached => {
                         let cache = warm.as_mut().expect("a cache");
-                        let start = cpu_now();
+                        let start = thread_cpu_time();
                         for _ in 0..passes {
                             for snap in &exact {
                                 out.clear();
                                 framehop.walk(cache, std::hint::black_box(snap), &mut out);
                             }
                         }
-                        cpu_now().saturating_sub(start)
+                        thread_cpu_time().saturating_sub(start)
                     }
                     Walker::FramehopCold => {
                         let mut elapsed = Duration::ZERO;
@@ -401,12 +388,12 @@ fn main() {
                             // New caches are made before the clock starts:
                             // their allocation is not the unwinder's work.
                             let mut cold: Vec<Cache> = exact.iter().map(|_| framehop.cache()).collect();
-                            let start = cpu_now();
+                            let start = thread_cpu_time();
                             for (snap, cache) in exact.iter().zip(&mut cold) {
                                 out.clear();
                                 framehop.walk(cache, std::hint::black_box(snap), &mut out);
                             }
-                            elapsed += cpu_now().saturating_sub(start);
+                            elapsed += thread_cpu_time().saturating_sub(start);
                         }
                         elapsed
                     }
