@@ -195,9 +195,17 @@ impl Emulator {
 
     /// Unmaps `start..end` (holes allowed).
     pub(crate) fn unmap(&mut self, start: u64, end: u64) -> Result<(), Error> {
+        let had_code = self.pages().areas().any(|a| a.start < end && start < a.end && a.perms.contains(Perms::EXEC));
         let removed = self.pages_mut().remove(start, end);
         if removed.is_empty() {
             return Ok(());
+        }
+        // Unicorn keeps the blocks it translated from unmapped code: code
+        // mapped there later (a library dlopened where another was
+        // dlclosed) would run the old object's instructions. Its ranged
+        // removal (`ctl_remove_cache`) left them in place, so all go.
+        if had_code {
+            self.uc.ctl_flush_tb().map_err(self.engine_error("drop translated code"))?;
         }
         for (s, e) in removed {
             self.uc.mem_unmap(s, e - s).map_err(self.engine_error("unmap memory"))?;
