@@ -83,6 +83,9 @@ pub struct Emulator {
     pub(crate) record_syscalls: bool,
     /// Syscall number → row of the syscall table, for this architecture.
     pub(crate) syscalls: Vec<Option<u16>>,
+    /// Numbers given to calls that have none upstream yet, with their rows
+    /// (`syscall::unnumbered_map`).
+    pub(crate) unnumbered: Vec<(u64, u16)>,
     /// Open file descriptors.
     pub(crate) fds: crate::fs::FdTable,
     /// The file system the guest sees.
