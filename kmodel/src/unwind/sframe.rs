@@ -7,12 +7,46 @@
 //! 28-byte header is copied at registration, as `sframe_read_header()` keeps
 //! the parsed values in `struct sframe_section`; later changes to it in user
 //! memory go unnoticed, by the kernel and by the model alike.
+//!
+//! # Freeing a removed section: SRCU, and why the model frees at once
+//!
+//! Upstream, `__sframe_remove_section()` erases the entry from the maple
+//! tree (`mtree_erase()`) and frees the `struct sframe_section` only after
+//! an SRCU grace period: `call_srcu(&sframe_srcu, &sec->rcu,
+//! sframe_free_srcu)`. The readers are the lookups: `sframe_find()`
+//! (`sframe_find_user()` in the trees that also look up kernel sections)
+//! takes `guard(srcu)(&sframe_srcu)`, then `mtree_load()`, reads the FDE
+//! and FRE through `__find_fde()`/`__find_fre()`, copies the result into
+//! the caller's `struct unwind_user_frame` (`struct unwind_frame`), and
+//! leaves the read section on return; a lookup that finds the section
+//! corrupt calls `sframe_remove_section()` from inside it, which is safe
+//! for the same reason. The walker holds no section pointer between
+//! lookups: `unwind_user_next_sframe()` passes a local frame, and `struct
+//! unwind_user_state` keeps only `ip`, `sp`, `fp`, the word size, the
+//! `topmost` flag and the unwinder bits that `unwind_user_start()` chose
+//! (SFrame when `current_has_sframe()`); no per-walk cache of the last
+//! section exists in the series (read in `dylanbhatch/linux`,
+//! `kernel/unwind/user.c` and `sframe.c`, 2026-05, and in the v13
+//! patches). So every read of a section happens inside one lookup's read
+//! section, and the grace period only has to outlast lookups, not walks.
+//!
+//! The model runs each lookup ([`SframeRegistry::find`] and the reads of
+//! `sframe_find.rs`) atomically with respect to registration and removal,
+//! so no lookup is ever in progress when a section is removed: freeing at
+//! once is what the grace period guarantees, and an invariant checking
+//! that no freed section is read could not fail. A walk in progress
+//! between two lookups keeps the frames it has; its next lookup no longer
+//! finds the section and falls back to the next unwinder, as upstream
+//! (the SFrame bit set by `unwind_user_start()` stays, and the miss is
+//! `-ENOENT` for `unwind_user_next()`). `sframe_free_mm()` frees without
+//! a grace period upstream too: it runs in `__mmdrop()`, when no task can
+//! walk the mm (invariant M1).
 
 use std::collections::BTreeMap;
 
-use ::sframe::read::header::HEADER_SIZE;
+use ::sframe::read::header::{F_FDE_FUNC_START_PCREL, F_FDE_SORTED, HEADER_SIZE, MAGIC};
 use ::sframe::read::validate::{self, Profile};
-use ::sframe::read::{ByteSource, Error, Fault, Section, Version};
+use ::sframe::read::{ByteSource, Endian, Error, Fault, Section, Version};
 
 use super::types::SframeMode;
 use crate::arch::Arch;
