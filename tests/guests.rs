@@ -72,9 +72,9 @@ fn committed_guests_are_what_the_recipe_builds() {
     let all = committed();
     assert_eq!(
         all.len(),
-        32,
+        38,
         "3 arches × (o2, fp, v3, fpv3) + gsframe on x86-64 and AArch64 \
-         + (procs-v3, lab-dyn, the plugin, threads-v3, threads-dyn, sframereg-v3) × 3"
+         + (procs-v3, lab-dyn, the plugin, threads-v3, threads-dyn, sframereg-v3, stale-dyn, plugin2) × 3"
     );
     for (arch, path) in all {
         let rebuilt = out.join(&arch).join(path.file_name().unwrap());
@@ -106,11 +106,12 @@ fn committed_guests_are_what_the_recipe_builds() {
     assert_eq!(committed_roots, files(&roots), "guests/root holds other files than the recipe builds");
     assert_eq!(
         committed_roots.len(),
-        3 * 7,
-        "per architecture: ld.so.cache, lab-dyn, threads-dyn, ld.so, libc.so.6, libgcc_s.so.1, the plugin"
+        3 * 9,
+        "per architecture: ld.so.cache, lab-dyn, threads-dyn, stale-dyn, ld.so, libc.so.6, libgcc_s.so.1, \
+         the two plugins"
     );
     for arch in ["x86_64", "aarch64", "s390x"] {
-        for program in ["lab-dyn", "threads-dyn"] {
+        for program in ["lab-dyn", "threads-dyn", "stale-dyn"] {
             let file = PathBuf::from(arch).join("guests").join(program);
             assert!(committed_roots.contains(&file), "guests/root/{} is missing", file.display());
         }
@@ -145,10 +146,12 @@ fn every_guest_runs_under_exec_as_under_qemu() {
         // the x86-64 build of the same variant run natively (qemu-user
         // cannot exec a foreign program; the output is the same everywhere).
         let modes: &[&str] = match name.as_str() {
-            "libunwindlab-plugin.so" => continue,
+            "libunwindlab-plugin.so" | "libunwindlab-plugin2.so" => continue,
             "procs-v3" => &["fork"],
             // Without the kernel series: EINVAL and ENOSYS everywhere.
             "sframereg-v3" => &["default"],
+            // The stale-entry guest: the two plugins, one after the other.
+            "stale-dyn" => &["6"],
             "lab-dyn" => &DYNAMIC_MODES,
             "threads-v3" | "threads-dyn" => &THREAD_MODES,
             _ => &MODES,
@@ -184,7 +187,10 @@ fn every_guest_runs_under_exec_as_under_qemu() {
             }
         }
     }
-    assert_eq!(compared, 84 + 3 + 3 + 3 * DYNAMIC_MODES.len() + 3 * 2 * (THREAD_MODES.len() + THREAD_EXEC_MODES.len()));
+    assert_eq!(
+        compared,
+        84 + 3 + 3 + 3 + 3 * DYNAMIC_MODES.len() + 3 * 2 * (THREAD_MODES.len() + THREAD_EXEC_MODES.len())
+    );
 }
 
 /// The threaded guest in its lab root (`guests/root/<arch>`, as the

@@ -10,8 +10,10 @@
 //! * `dlopen-during-pending` / `dlclose-during-pending`: the table changes
 //!   between the request and its unwind;
 //! * `stale-after-munmap` (and `-removed`): a loader that does not
-//!   unregister leaves a stale entry that refuses the next registration
-//!   with -EEXIST; the munmap variant removes it instead;
+//!   unregister leaves plugin A's entry behind; plugin B, mapped at A's
+//!   address, is refused with -EEXIST and its PCs are looked up in A's
+//!   entry (truncated or wrong stacks); the munmap variant removes the
+//!   entry, B is registered and its stacks are exact;
 //! * `fork-child-table` (and `-copy`): the child's table is empty upstream
 //!   and a copy in the variant, and its stacks are exact only with the copy;
 //! * `exec-drops-table`: exec frees the old mm's table and registers the
@@ -21,6 +23,7 @@ use kmodel::event::{Event, EventKind};
 use kmodel::unwind::Method;
 use lab::report::Report;
 use lab::scenario::Scenario;
+use lab::verdict::Verdict;
 use std::path::PathBuf;
 
 const ARCHES: [&str; 3] = ["x86_64", "aarch64", "s390x"];
@@ -119,23 +122,118 @@ fn the_table_changes_between_request_and_unwind() {
 }
 
 #[test]
-fn a_stale_entry_refuses_the_next_registration_unless_munmap_removes_it() {
+fn a_stale_entry_describes_another_object_unless_munmap_removes_it() {
     for arch in ARCHES {
+        // The stale-entry guest: plugin A registered, dlclosed without
+        // unregistering, plugin B mapped at A's address.
         let stale = run("stale-after-munmap", arch);
+        let adds: Vec<_> = stale
+            .kernel_events
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EventKind::SframeAdd { sframe, text, error } => Some((*sframe, *text, error.clone())),
+                _ => None,
+            })
+            .collect();
+        // Program, ld.so, libc, A, then B.
+        assert_eq!(adds.len(), 5, "{arch}: {adds:?}");
+        let (a, b) = (&adds[3], &adds[4]);
+        assert_eq!(a.2, None, "{arch}: A is registered");
+        assert_eq!(b.1, a.1, "{arch}: ld.so maps B where A was (text at {:#x} and {:#x})", a.1, b.1);
+        let refusal = b.2.as_deref().expect("B's registration is refused");
+        assert!(
+            refusal.contains("overlaps") && refusal.ends_with(&format!("registered for text at {:#x}", a.1)),
+            "{arch}: B's text overlaps A's stale entry (-EEXIST): {refusal}"
+        );
         let story = table_story(&stale.kernel_events);
-        let plugin = story[3].1;
-        let about_plugin: Vec<_> = story.iter().filter(|(_, s, _)| *s == plugin).collect();
-        assert_eq!(about_plugin[0].2, "ok", "{arch}");
-        assert!(about_plugin[1].0 == "add" && about_plugin[1].2.contains("overlaps"), "{arch}: {about_plugin:?}");
-        assert!(about_plugin[2].2.contains("sframe_free_mm"), "{arch}: the stale entry lived until the mm died");
+        let about_a: Vec<_> = story.iter().filter(|(k, s, _)| *k == "remove" && *s == a.0).collect();
+        // B's text, from the refusal ("text START..=END overlaps …").
+        let b_end = refusal.split("..=").nth(1).and_then(|r| r.split(' ').next()).expect("the refused range");
+        let b_end = u64::from_str_radix(b_end.trim_start_matches("0x"), 16).unwrap();
+        let in_b = |pc: u64| (b.1..=b_end).contains(&pc);
+        // The program's text is mapped lowest, below libc's (adds[2]).
+        let (program, libc) = (adds[0].1, adds[2].1);
+        // Stacks sampled in B's work: B's frames over the program's (not
+        // B's constructors, run by ld.so inside dlopen).
+        let in_b_work = |truth: &[u64]| {
+            truth.first().is_some_and(|&pc| in_b(pc))
+                && truth.iter().find(|&&pc| !in_b(pc)).is_some_and(|&pc| (program..libc).contains(&pc))
+        };
+        let first_bad = |r: &lab::report::SampleResult| match r.verdict {
+            Verdict::Truncated { frames, .. } => Some(frames),
+            Verdict::Wrong { frame, .. } => Some(frame),
+            _ => None,
+        };
+        // Which frames go wrong: (index of the first bad frame, whether the
+        // step to it was taken from a frame of B, wrong rather than truncated).
+        let mut bad_in_b = std::collections::BTreeMap::new();
+        for r in stale.samples.iter().filter(|r| in_b_work(&r.truth)) {
+            if let Some(at) = first_bad(r) {
+                let key = (at, in_b(r.truth[at - 1]), matches!(r.verdict, Verdict::Wrong { .. }));
+                *bad_in_b.entry(key).or_insert(0) += 1;
+            }
+        }
+        eprintln!("{arch}: stacks in B's work that go wrong, by (first bad frame, from B, wrong): {bad_in_b:?}");
+        let count = |f: &dyn Fn(&(usize, bool, bool)) -> bool| {
+            bad_in_b.iter().filter(|(k, _)| f(k)).map(|(_, n)| n).sum::<usize>()
+        };
+        assert!(count(&|_| true) > 100, "{arch}: {bad_in_b:?}");
+        match arch {
+            // The walk stops inside B: some of A's rows fit B's frames, the
+            // next lookup lands between A's functions.
+            "x86_64" => assert_eq!(count(&|&(_, from_b, wrong)| from_b && !wrong), count(&|_| true), "{arch}"),
+            // A's rules give B's PC a wrong caller at once, or leave a wrong
+            // frame pointer that a program frame's rule then follows.
+            "aarch64" => {
+                assert!(count(&|&(at, from_b, wrong)| at == 1 && from_b && wrong) > 0, "{arch}: {bad_in_b:?}");
+                assert_eq!(count(&|&(_, _, wrong)| wrong), count(&|_| true), "{arch}");
+            }
+            // B's PC gets no usable rule (truncated) or a wrong caller, at
+            // the first step.
+            _ => assert_eq!(count(&|&(at, from_b, _)| at == 1 && from_b), count(&|_| true), "{arch}"),
+        }
+
+        // The same program with munmap removing entries: B is registered and
+        // its stacks are B's own.
         let removed = run("stale-after-munmap-removed", arch);
         let story = table_story(&removed.kernel_events);
-        let about_plugin: Vec<_> =
-            story.iter().filter(|(_, s, _)| *s == plugin).map(|(k, _, d)| (*k, d.as_str())).collect();
-        assert_eq!(about_plugin.len(), 4, "{arch}: {about_plugin:?}");
-        assert!(about_plugin.iter().all(|(k, d)| *k == "remove" && d.starts_with("munmap") || *d == "ok"), "{arch}");
-        // Either way the same bytes are described: the verdicts agree.
-        assert_eq!(stale.summary.exact, removed.summary.exact, "{arch}");
+        let adds: Vec<_> = story.iter().filter(|(k, _, _)| *k == "add").collect();
+        assert_eq!(adds.len(), 5, "{arch}: {adds:?}");
+        assert!(adds.iter().all(|(_, _, d)| d == "ok"), "{arch}: every registration succeeds: {adds:?}");
+        let unmapped = story.iter().filter(|(k, _, d)| *k == "remove" && d.starts_with("munmap")).count();
+        assert!(unmapped >= 1, "{arch}: dlclose's munmap removes A's entry: {story:?}");
+
+        let sampled_in_b: Vec<_> = removed.samples.iter().filter(|r| in_b_work(&r.truth)).collect();
+        assert!(sampled_in_b.len() > 100, "{arch}: {} samples in B", sampled_in_b.len());
+        for r in sampled_in_b {
+            assert_eq!(r.verdict, Verdict::Exact, "{arch}: sample {} in B: {:x?}", r.sample, r.truth);
+        }
+
+        let (s, r) = (&stale.summary, &removed.summary);
+        eprintln!(
+            "{arch}: stale {}/{}/{} (exact/truncated/wrong), removed {}/{}/{}",
+            s.exact, s.truncated, s.wrong, r.exact, r.truncated, r.wrong
+        );
+        assert_eq!(s.samples, r.samples, "{arch}: the same run");
+        assert!(s.exact + 100 < r.exact, "{arch}: the stale entry costs exact stacks");
+        // What the walker makes of A's rows over B's code, per architecture.
+        match arch {
+            // Lookups land between A's functions: truncated, never wrong; the
+            // entry is never found corrupt and dies with the mm.
+            "x86_64" => {
+                assert!(s.truncated > r.truncated + 100, "{arch}");
+                assert_eq!(s.wrong, r.wrong, "{arch}");
+                assert!(about_a.iter().all(|(_, _, why)| why.contains("sframe_free_mm")), "{arch}: {about_a:?}");
+            }
+            // A's rules for B's code: wrong stacks, until a lookup finds the
+            // entry corrupt and removes it.
+            "aarch64" => assert!(s.wrong > r.wrong + 100, "{arch}"),
+            // Mostly truncated, a few wrong, then removed as corrupt.
+            _ => assert!(s.truncated > r.truncated + 100 && s.wrong > r.wrong, "{arch}"),
+        }
+        if arch != "x86_64" {
+            assert!(about_a[0].2.contains("corrupt"), "{arch}: a walk drops the stale entry as corrupt: {about_a:?}");
+        }
     }
 }
 

@@ -83,6 +83,9 @@ pub struct Emulator {
     pub(crate) record_syscalls: bool,
     /// Syscall number → row of the syscall table, for this architecture.
     pub(crate) syscalls: Vec<Option<u16>>,
+    /// Numbers given to calls that have none upstream yet, with their rows
+    /// (`syscall::unnumbered_map`).
+    pub(crate) unnumbered: Vec<(u64, u16)>,
     /// Open file descriptors.
     pub(crate) fds: crate::fs::FdTable,
     /// The file system the guest sees.
@@ -195,9 +198,17 @@ impl Emulator {
 
     /// Unmaps `start..end` (holes allowed).
     pub(crate) fn unmap(&mut self, start: u64, end: u64) -> Result<(), Error> {
+        let had_code = self.pages().areas().any(|a| a.start < end && start < a.end && a.perms.contains(Perms::EXEC));
         let removed = self.pages_mut().remove(start, end);
         if removed.is_empty() {
             return Ok(());
+        }
+        // Unicorn keeps the blocks it translated from unmapped code: code
+        // mapped there later (a library dlopened where another was
+        // dlclosed) would run the old object's instructions. Its ranged
+        // removal (`ctl_remove_cache`) left them in place, so all go.
+        if had_code {
+            self.uc.ctl_flush_tb().map_err(self.engine_error("drop translated code"))?;
         }
         for (s, e) in removed {
             self.uc.mem_unmap(s, e - s).map_err(self.engine_error("unmap memory"))?;

@@ -43,6 +43,13 @@ pub struct Config {
     /// path arguments pointed to (read without faulting anything in), for
     /// traces.
     pub record_syscalls: bool,
+    /// Numbers for system calls proposed upstream that have none yet, by
+    /// name: `sframe_register` and `sframe_unregister` (RFC 2026). The
+    /// emulator answers them `-ENOSYS`, as a kernel without them would, but
+    /// traces them by name; a host that implements them (the lab's kernel
+    /// model) replaces the result. Other names, and numbers of calls the
+    /// emulator implements, are ignored.
+    pub named_syscalls: Vec<(&'static str, u64)>,
     /// Files added to the guest's file system (its overlay) with these
     /// contents, by path (relative ones from [`Config::cwd`]).
     pub files: BTreeMap<Vec<u8>, Vec<u8>>,
@@ -79,6 +86,7 @@ impl Default for Config {
             ns_per_insn: 1,
             exe_path: None,
             record_syscalls: false,
+            named_syscalls: Vec::new(),
             files: BTreeMap::new(),
             root: None,
             prefix: None,
@@ -136,6 +144,7 @@ impl Emulator {
             events: Vec::new(),
             record_syscalls: config.record_syscalls,
             syscalls: syscall::number_map(machine.info().arch),
+            unnumbered: syscall::unnumbered_map(machine.info().arch, &config.named_syscalls),
             fds: crate::fs::FdTable::stdio(),
             fs: vfs_from_config(
                 &config,

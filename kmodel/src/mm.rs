@@ -79,10 +79,12 @@ impl Kernel {
     ///
     /// The kernel frees a removed section after an SRCU grace period
     /// (`call_srcu()`), because `sframe_find()` may be reading it: each
-    /// lookup holds `sframe_srcu` for its own duration only. The model runs
-    /// one lookup atomically, so no lookup can be inside its read section
-    /// here; a walk in progress between two lookups keeps the frames it has
-    /// and its next lookup no longer finds the section (it falls back).
+    /// lookup holds `sframe_srcu` for its own duration only, and no walk
+    /// keeps a section between lookups (checked against upstream: the
+    /// `unwind::sframe` module doc). The model runs one lookup atomically,
+    /// so no lookup can be inside its read section here; a walk in progress
+    /// between two lookups keeps the frames it has and its next lookup no
+    /// longer finds the section (it falls back).
     pub fn remove_sframe(&mut self, mm: MmId, sframe_start: u64, who: &str) -> Result<(), RegError> {
         self.sframe_remove_section(None, mm, sframe_start, who)
     }

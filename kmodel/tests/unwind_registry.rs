@@ -40,7 +40,9 @@ fn kernel_strict_accepts_only_v3_and_lab_accepts_every_version() {
         if version == Version::V3 {
             result.unwrap();
         } else {
-            assert_eq!(result, Err(RegError::Refused("only SFrame version 3 is accepted")));
+            // sframe_read_header()'s preamble check: "bad/unsupported sframe header".
+            let why = format!("version {}, and only SFrame version 3 is accepted", version.number());
+            assert_eq!(result, Err(RegError::Unsupported(why)));
             assert_eq!(result.unwrap_err().errno(), -22);
             assert!(strict.is_empty());
         }
@@ -59,16 +61,17 @@ fn kernel_strict_accepts_only_v3_and_lab_accepts_every_version() {
 fn headers_the_kernel_refuses_are_refused() {
     let base = table(Version::V3, Abi::Amd64, functions());
     let with_flags = |flags: u8| sframe::write::RawSection { flags, ..base.clone() };
+    let unsupported = |why: &str| RegError::Unsupported(why.to_string());
     let cases = [
-        (with_flags(0x4), "SFRAME_F_FDE_SORTED is not set"),
-        (with_flags(0x1), "SFRAME_F_FDE_FUNC_START_PCREL is not set"),
-        (sframe::write::RawSection { functions: vec![], ..base.clone() }, "no FDE/FRE entries"),
-        (table(Version::V2, Abi::Aarch64Little, vec![]), "no FDE/FRE entries"),
+        (with_flags(0x4), unsupported("SFRAME_F_FDE_SORTED is not set")),
+        (with_flags(0x1), unsupported("SFRAME_F_FDE_FUNC_START_PCREL is not set")),
+        (sframe::write::RawSection { functions: vec![], ..base.clone() }, RegError::Refused("no FDE/FRE entries")),
+        (table(Version::V2, Abi::Aarch64Little, vec![]), RegError::Refused("no FDE/FRE entries")),
     ];
-    for (t, why) in cases {
+    for (t, refusal) in cases {
         let (mem, range) = placed(&t);
         let result = add(&mut SframeRegistry::new(Arch::X86_64), &mem, range, TEXT, SframeMode::Lab);
-        assert_eq!(result, Err(RegError::Refused(why)));
+        assert_eq!(result, Err(refusal));
     }
 
     // Another architecture's section (same byte order), and the other byte order.
@@ -77,18 +80,19 @@ fn headers_the_kernel_refuses_are_refused() {
     assert_eq!(result, Err(RegError::Refused("section is for another architecture")));
     let (mem, range) = placed(&table(Version::V3, Abi::S390x, functions()));
     let result = add(&mut SframeRegistry::new(Arch::X86_64), &mem, range, TEXT, SframeMode::Lab);
-    assert_eq!(result, Err(RegError::Refused("magic is not 0xdee2 in the task's byte order")));
+    assert_eq!(result, Err(unsupported("magic 0xe2de, not 0xdee2 in the task's byte order")));
 
     // A non-empty auxiliary header, bad magic, a range too short for the tables.
     // (The range grows by the 4 bytes so that the tables still fit.)
     let (mut mem, range) = placed(&base);
     mem.write(SFRAME + 7, &[4]);
     let result = add(&mut SframeRegistry::new(Arch::X86_64), &mem, (range.0, range.1 + 4), TEXT, SframeMode::Lab);
-    assert_eq!(result, Err(RegError::Refused("auxiliary header is not empty")));
+    assert_eq!(result, Err(unsupported("the auxiliary header is not empty")));
     let (mut mem, range) = placed(&base);
     mem.write(SFRAME, &[0x12, 0x34]);
     let result = add(&mut SframeRegistry::new(Arch::X86_64), &mem, range, TEXT, SframeMode::Lab);
-    assert!(matches!(result, Err(RegError::BadHeader(_))), "{result:?}");
+    assert_eq!(result, Err(unsupported("magic 0x3412, not 0xdee2 in the task's byte order")));
+    assert_eq!(result.unwrap_err().errno(), -22);
     let (mem, range) = placed(&base);
     let result = add(&mut SframeRegistry::new(Arch::X86_64), &mem, (range.0, range.1 - 1), TEXT, SframeMode::Lab);
     assert!(matches!(&result, Err(RegError::BadHeader(_))), "{result:?}");

@@ -122,6 +122,12 @@ pub(crate) fn set_up(g: &Guest, scenario: &Scenario, k: &mut Kernel) -> Result<G
         // guest sees is what the scenario names (and what the log's
         // digests are of), on any machine.
         prefix: Some(std::path::PathBuf::new()),
+        // The registration calls at the scenario's numbers: traced by name
+        // (the model answers them, `loader::model_call`).
+        named_syscalls: vec![
+            ("sframe_register", scenario.kernel.sframe_syscalls.register),
+            ("sframe_unregister", scenario.kernel.sframe_syscalls.unregister),
+        ],
         ..Config::default()
     };
     if let Some(root) = g.root.as_ref().filter(|r| !r.is_dir()) {

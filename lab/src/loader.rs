@@ -184,11 +184,12 @@ fn unregister(k: &mut Kernel, tid: Tid, how: Registration, emu: &mut Emulator, s
 }
 
 /// A guest's own call to a registration interface, at the call's stop:
-/// `prctl` with one of the model's options, or the model's
-/// `sframe_register` / `sframe_unregister` number (which the emulator does
-/// not know). The model answers, and its value replaces the emulator's
-/// (`EINVAL` for an unknown prctl option, `ENOSYS` for an unknown call) in
-/// the guest's return register. `None` when the call is not one of these.
+/// `prctl` with one of the model's options, or `sframe_register` /
+/// `sframe_unregister` (which the emulator names at the scenario's numbers
+/// but does not implement). The model answers, and its value replaces the
+/// emulator's (`EINVAL` for an unknown prctl option, `ENOSYS` for the
+/// calls) in the guest's return register. `None` when the call is not one
+/// of these.
 pub(crate) fn model_call(
     k: &mut Kernel,
     tid: Tid,
@@ -201,7 +202,7 @@ pub(crate) fn model_call(
         let mem = emu.user_memory();
         if record.name == "prctl" {
             k.prctl_sframe(tid, &mem, &vmas, a[0], [a[1], a[2], a[3], a[4]])
-        } else if record.name == "?" {
+        } else if matches!(record.name, "sframe_register" | "sframe_unregister") {
             k.sframe_syscall(tid, &mem, &vmas, record.nr, [a[0], a[1]])
         } else {
             None

@@ -238,3 +238,20 @@ fn a_return_address_above_a_stack_cfa_is_skipped() {
     assert!(generated.skipped.iter().all(|s| s.start != 0x431640), "{:?}", generated.skipped);
     assert!(generated.covered.iter().any(|c| c.start == 0x431640));
 }
+
+/// A library that calls nothing outside itself has a PLT of PLT0 alone,
+/// whose CFI switches to ld's PLT expression at the PLT's very end: there
+/// are no entries for a MASK FDE to cover, and none is made (an empty one
+/// would start where the next function does, which the kernel refuses as
+/// unsorted). The lab's second plugin is such a library.
+#[test]
+fn a_plt_without_entries_gets_no_mask_fde() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guests/bin/x86_64/libunwindlab-plugin2.so");
+    let ours = generate_v3(&path);
+    let section = Section::parse(ours.section.as_slice(), ours.address).unwrap();
+    let fdes: Vec<_> = section.fdes().map(Result::unwrap).collect();
+    assert!(fdes.iter().all(|f| f.size > 0), "{fdes:?}");
+    let options = validate::Options { profile: validate::Profile::Kernel, text: None };
+    let report = validate::check(ours.section.as_slice(), ours.address, &options);
+    assert!(report.is_valid(), "{:?}", report.problems);
+}

@@ -177,6 +177,46 @@ static TABLE: &[Def] = &[
     def("sigreturn",         [NO, NO, 119],   signals::sigreturn,         Restored, &[]),
 ];
 
+/// Calls proposed upstream that have no number yet: the SFrame
+/// registration calls of the 2026 RFC (`sframe_register(struct
+/// sframe_setup *, size_t)`, `sframe_unregister(...)`). They are calls of
+/// this process only at the numbers its host gives them
+/// ([`Config::named_syscalls`]); the emulator has no kernel side for them and
+/// answers `-ENOSYS` (a host with one, the lab's kernel model, answers at
+/// the call's stop), but traces them by name instead of as unknown calls.
+///
+/// [`Config::named_syscalls`]: crate::Config::named_syscalls
+#[rustfmt::skip]
+static UNNUMBERED: &[Def] = &[
+    def("sframe_register",   [NO, NO, NO],    not_here,                   Num,      &[PTR, SIZE]),
+    def("sframe_unregister", [NO, NO, NO],    not_here,                   Num,      &[PTR, SIZE]),
+];
+
+/// A call the emulator names but does not implement: `-ENOSYS`.
+fn not_here(_: &mut Emulator, _: [u64; 6]) -> SysResult {
+    fail(errno::ENOSYS)
+}
+
+/// The numbers `named` gives calls of [`UNNUMBERED`], as (number, row)
+/// pairs; a name that is not one of them, or a number `arch` already uses
+/// for an implemented call (which keeps it), is left out.
+pub(crate) fn unnumbered_map(arch: Arch, named: &[(&str, u64)]) -> Vec<(u64, u16)> {
+    named
+        .iter()
+        .filter(|&&(_, nr)| name(arch, nr).is_none())
+        .filter_map(|&(wanted, nr)| {
+            let row = UNNUMBERED.iter().position(|def| def.name == wanted)?;
+            Some((nr, (TABLE.len() + row) as u16))
+        })
+        .collect()
+}
+
+/// The row `row` of [`TABLE`] followed by [`UNNUMBERED`].
+fn row_def(row: u16) -> &'static Def {
+    let row = usize::from(row);
+    TABLE.get(row).unwrap_or_else(|| &UNNUMBERED[row - TABLE.len()])
+}
+
 /// Syscall number → table row, for `arch`.
 pub(crate) fn number_map(arch: Arch) -> Vec<Option<u16>> {
     let len = TABLE.iter().filter_map(|def| names::on(def.nr, arch)).max().map_or(0, |max| max as usize + 1);
@@ -215,9 +255,12 @@ pub(crate) fn dispatch(emu: &mut Emulator, nr: u64) -> Result<SyscallRecord, Err
     let icount = emu.icount();
     // A call retried after sleeping keeps its deadline (`Emulator::deadline`).
     emu.retry = emu.blocked.take();
-    let row = usize::try_from(nr).ok().and_then(|nr| emu.syscalls.get(nr).copied().flatten());
+    let row = usize::try_from(nr)
+        .ok()
+        .and_then(|nr| emu.syscalls.get(nr).copied().flatten())
+        .or_else(|| emu.unnumbered.iter().find(|&&(n, _)| n == nr).map(|&(_, row)| row));
     let mut strings = Vec::new();
-    let (name, types, returns, args, outcome) = match row.map(|row| &TABLE[usize::from(row)]) {
+    let (name, types, returns, args, outcome) = match row.map(row_def) {
         None => {
             // Once per number: a program retrying a call should not flood the log.
             if emu.unknown_reported.insert(nr) {
@@ -312,6 +355,18 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn proposed_calls_are_named_only_at_free_numbers_given_to_them() {
+        let named = [("sframe_register", 1000), ("sframe_unregister", 1), ("stacktrace_setup", 1002)];
+        let map = unnumbered_map(Arch::X86_64, &named);
+        // 1 stays x86-64's write; stacktrace_setup is not one of them.
+        assert_eq!(map.len(), 1, "{map:?}");
+        assert_eq!((map[0].0, row_def(map[0].1).name), (1000, "sframe_register"));
+        let map = unnumbered_map(Arch::Aarch64, &named);
+        let names: Vec<_> = map.iter().map(|&(nr, row)| (nr, row_def(row).name)).collect();
+        assert_eq!(names, [(1000, "sframe_register"), (1, "sframe_unregister")]);
     }
 
     #[test]

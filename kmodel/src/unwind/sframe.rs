@@ -7,12 +7,46 @@
 //! 28-byte header is copied at registration, as `sframe_read_header()` keeps
 //! the parsed values in `struct sframe_section`; later changes to it in user
 //! memory go unnoticed, by the kernel and by the model alike.
+//!
+//! # Freeing a removed section: SRCU, and why the model frees at once
+//!
+//! Upstream, `__sframe_remove_section()` erases the entry from the maple
+//! tree (`mtree_erase()`) and frees the `struct sframe_section` only after
+//! an SRCU grace period: `call_srcu(&sframe_srcu, &sec->rcu,
+//! sframe_free_srcu)`. The readers are the lookups: `sframe_find()`
+//! (`sframe_find_user()` in the trees that also look up kernel sections)
+//! takes `guard(srcu)(&sframe_srcu)`, then `mtree_load()`, reads the FDE
+//! and FRE through `__find_fde()`/`__find_fre()`, copies the result into
+//! the caller's `struct unwind_user_frame` (`struct unwind_frame`), and
+//! leaves the read section on return; a lookup that finds the section
+//! corrupt calls `sframe_remove_section()` from inside it, which is safe
+//! for the same reason. The walker holds no section pointer between
+//! lookups: `unwind_user_next_sframe()` passes a local frame, and `struct
+//! unwind_user_state` keeps only `ip`, `sp`, `fp`, the word size, the
+//! `topmost` flag and the unwinder bits that `unwind_user_start()` chose
+//! (SFrame when `current_has_sframe()`); no per-walk cache of the last
+//! section exists in the series (read in `dylanbhatch/linux`,
+//! `kernel/unwind/user.c` and `sframe.c`, 2026-05, and in the v13
+//! patches). So every read of a section happens inside one lookup's read
+//! section, and the grace period only has to outlast lookups, not walks.
+//!
+//! The model runs each lookup ([`SframeRegistry::find`] and the reads of
+//! `sframe_find.rs`) atomically with respect to registration and removal,
+//! so no lookup is ever in progress when a section is removed: freeing at
+//! once is what the grace period guarantees, and an invariant checking
+//! that no freed section is read could not fail. A walk in progress
+//! between two lookups keeps the frames it has; its next lookup no longer
+//! finds the section and falls back to the next unwinder, as upstream
+//! (the SFrame bit set by `unwind_user_start()` stays, and the miss is
+//! `-ENOENT` for `unwind_user_next()`). `sframe_free_mm()` frees without
+//! a grace period upstream too: it runs in `__mmdrop()`, when no task can
+//! walk the mm (invariant M1).
 
 use std::collections::BTreeMap;
 
-use ::sframe::read::header::HEADER_SIZE;
+use ::sframe::read::header::{F_FDE_FUNC_START_PCREL, F_FDE_SORTED, HEADER_SIZE, MAGIC};
 use ::sframe::read::validate::{self, Profile};
-use ::sframe::read::{ByteSource, Error, Fault, Section, Version};
+use ::sframe::read::{ByteSource, Endian, Error, Fault, Section, Version};
 
 use super::types::SframeMode;
 use crate::arch::Arch;
@@ -98,6 +132,13 @@ pub enum RegError {
     /// sub-sections that do not fit) (`-EINVAL`).
     #[error("bad .sframe header: {0}")]
     BadHeader(Error),
+    /// The preamble fails `sframe_read_header()`'s first check (magic in
+    /// the task's byte order, version, `SFRAME_F_FDE_SORTED`,
+    /// `SFRAME_F_FDE_FUNC_START_PCREL`, no auxiliary header), which the
+    /// kernel reports as one "bad/unsupported sframe header"; the detail
+    /// names the field (`-EINVAL`).
+    #[error("bad/unsupported sframe header: {0}")]
+    Unsupported(String),
     /// The header decodes but is refused (`-EINVAL`).
     #[error("refused: {0}")]
     Refused(&'static str),
@@ -129,6 +170,7 @@ impl RegError {
             RegError::BadRange(_)
             | RegError::OutsideVma(_)
             | RegError::BadHeader(_)
+            | RegError::Unsupported(_)
             | RegError::Refused(_)
             | RegError::NotRegistered(_) => -EINVAL,
         }
@@ -164,11 +206,13 @@ impl SframeRegistry {
     /// then covers it inclusively, as upstream does); non-empty ranges (the
     /// kernel gets these from its header-size and maple-tree checks, with
     /// the same `-EINVAL`); the header is copied from
-    /// user memory (a fault is `-EFAULT`); magic in the task's byte order,
-    /// version per `mode`, `SFRAME_F_FDE_SORTED`, PC-relative starts for V2
-    /// and V3, no auxiliary header, FDEs and FREs present, sub-sections
-    /// inside the range; then the text range must not overlap a registered
-    /// one. Two stricter points than the kernel, both from the lab reader:
+    /// user memory (a fault is `-EFAULT`); its preamble gets
+    /// `sframe_read_header()`'s first check before anything else is decoded
+    /// (magic in the task's byte order, version per `mode`,
+    /// `SFRAME_F_FDE_SORTED`, PC-relative starts for V2 and V3, no auxiliary
+    /// header: [`RegError::Unsupported`], the kernel's "bad/unsupported
+    /// sframe header"); then FDEs and FREs present, sub-sections inside the
+    /// range; then the text range must not overlap a registered one. Two stricter points than the kernel, both from the lab reader:
     /// undefined flag bits are refused, and so is another architecture's
     /// ABI (the reader decodes by the ABI byte, the kernel by the running
     /// architecture, so the two would read such a section differently).
@@ -225,20 +269,16 @@ impl SframeRegistry {
         }
         let mut header = [0u8; HEADER_SIZE as usize];
         mem.read(sframe_start, &mut header, access).map_err(RegError::Fault)?;
+        if let Some(why) = preamble_refusal(&header, self.arch, mode) {
+            return Err(RegError::Unsupported(why));
+        }
         let src = HeaderCopy {
             header: &header,
             rest: UserBytes { mem, addr: sframe_start, len: sframe_end - sframe_start, access },
         };
         let section = Section::parse(&src, sframe_start).map_err(RegError::BadHeader)?;
         let h = *section.header();
-        if h.endian != self.arch.sframe_abi().endian() {
-            return Err(RegError::Refused("magic is not 0xdee2 in the task's byte order"));
-        }
         let refusals = [
-            (mode == SframeMode::KernelStrict && h.version != Version::V3, "only SFrame version 3 is accepted"),
-            (!h.is_sorted(), "SFRAME_F_FDE_SORTED is not set"),
-            (h.version != Version::V1 && !h.is_pcrel(), "SFRAME_F_FDE_FUNC_START_PCREL is not set"),
-            (h.auxhdr_len != 0, "auxiliary header is not empty"),
             (h.num_fdes == 0 || h.num_fres == 0, "no FDE/FRE entries"),
             (h.header_end() >= sframe_end - sframe_start, "header does not fit in the section"),
             (Arch::from_sframe_abi(h.abi) != Some(self.arch), "section is for another architecture"),
@@ -321,6 +361,38 @@ impl SframeRegistry {
     pub fn is_empty(&self) -> bool {
         self.by_text.is_empty()
     }
+}
+
+/// `sframe_read_header()`'s first check, on the preamble alone and before
+/// any other field is decoded, as the kernel makes it: the magic in the
+/// task's byte order, the version (3 only, or any the lab reads with
+/// [`SframeMode::Lab`]), `SFRAME_F_FDE_SORTED`,
+/// `SFRAME_F_FDE_FUNC_START_PCREL` (V2 and V3; V1 has no such flag) and an
+/// empty auxiliary header. The kernel answers all of them with one "bad/unsupported
+/// sframe header"; the reason returned names the field that failed.
+fn preamble_refusal(header: &[u8; HEADER_SIZE as usize], arch: Arch, mode: SframeMode) -> Option<String> {
+    let magic = match arch.sframe_abi().endian() {
+        Endian::Little => u16::from_le_bytes([header[0], header[1]]),
+        Endian::Big => u16::from_be_bytes([header[0], header[1]]),
+    };
+    let (version, flags, auxhdr_len) = (header[2], header[3], header[7]);
+    if magic != MAGIC {
+        return Some(format!("magic {magic:#06x}, not {MAGIC:#06x} in the task's byte order"));
+    }
+    let known = Version::from_byte(version).ok();
+    if mode == SframeMode::KernelStrict && known != Some(Version::V3) {
+        return Some(format!("version {version}, and only SFrame version 3 is accepted"));
+    }
+    // Lab mode: an unknown version is left to the reader, which names it.
+    let checks = [
+        (flags & F_FDE_SORTED == 0, "SFRAME_F_FDE_SORTED is not set"),
+        (
+            known.is_some_and(|v| v != Version::V1) && flags & F_FDE_FUNC_START_PCREL == 0,
+            "SFRAME_F_FDE_FUNC_START_PCREL is not set",
+        ),
+        (auxhdr_len != 0, "the auxiliary header is not empty"),
+    ];
+    checks.iter().find(|(failed, _)| *failed).map(|(_, why)| (*why).to_string())
 }
 
 /// A section's bytes: the header from the registration-time copy, the rest

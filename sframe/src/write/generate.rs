@@ -550,6 +550,11 @@ fn build_functions(
         f.signal = signal;
         functions.push(f);
     }
+    // A PLT with no entries (PLT0 alone: a library that calls nothing
+    // outside itself) switches to the PLT expression at its very end: there
+    // is nothing for a MASK FDE to cover, and an empty one would start
+    // where the next function does (unsorted for the kernel).
+    let plt = plt.filter(|(at, _)| *at < start + u64::from(size));
     if let Some((at, Translated::Plt { base, push_at, rep })) = plt {
         if rows.iter().skip(plt_at.unwrap_or(0) + 1).any(|(_, t)| !matches!(t, Translated::Plt { .. })) {
             return Err((at, "PLT rows mixed with ordinary rows"));
