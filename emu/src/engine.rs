@@ -7,7 +7,8 @@
 //! the TLB-fill hook, which must answer at once (it is the page-fault handler
 //! and needs nothing but the page table), and the block hook, which keeps the
 //! instruction count and the ground-truth stack ([`crate::track`]). The
-//! hooks are installed when the engine is created (`hooks.rs`).
+//! hooks are installed when the engine is created (`hooks.rs`). Guest
+//! memory is host memory the emulator owns (`ram.rs`).
 
 use crate::memory::PageTable;
 use crate::track::{Tracked, Tracker};
@@ -39,6 +40,12 @@ pub struct Shared {
     /// The executable areas covered by a memory hook, and its id (see
     /// `hooks::cover_code`).
     pub(crate) code_hooks: Vec<((u64, u64), UcHookId)>,
+    /// The second engine that runs the instructions before a stop inside a
+    /// block (`step.rs`), once there has been one. Declared before `ram`:
+    /// it maps the same host memory, so it must be closed first.
+    pub(crate) stepper: Option<Box<crate::step::Stepper>>,
+    /// Guest physical memory (owned host buffers the engine maps).
+    pub(crate) ram: crate::ram::Ram,
 }
 
 impl Tracked for Shared {

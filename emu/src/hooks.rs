@@ -26,7 +26,15 @@ use unicorn_engine::{uc_error, HookType, MemType, Prot, TlbEntry, TlbType, Unico
 pub(crate) fn create(machine: &'static dyn Machine, tracker: Tracker) -> Result<Engine, uc_error> {
     let info = machine.info();
     let mode = tracker.mode;
-    let shared = Shared { pages: PageTable::default(), trap: None, hook_error: None, tracker, code_hooks: Vec::new() };
+    let shared = Shared {
+        pages: PageTable::default(),
+        trap: None,
+        hook_error: None,
+        tracker,
+        code_hooks: Vec::new(),
+        stepper: None,
+        ram: crate::ram::Ram::default(),
+    };
     let mut uc = Unicorn::new_with_data(info.uc_arch, info.uc_mode, shared)?;
     uc.ctl_set_tlb_type(TlbType::VIRTUAL)?;
 
