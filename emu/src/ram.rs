@@ -16,11 +16,20 @@
 //! into memory of its own. A host mapping is released when its last region
 //! goes.
 
-use crate::engine::Engine;
 use std::collections::BTreeMap;
 use std::ptr::NonNull;
 use std::rc::Rc;
-use unicorn_engine::{uc_error, Prot};
+use unicorn_engine::{uc_error, Prot, Unicorn};
+
+/// Engine data that holds the engine's [`Ram`] (the engine's `Shared`; a
+/// bound rather than that type, so that this file does not depend on the
+/// engine, which holds the memory).
+pub(crate) trait HasRam {
+    /// The guest memory.
+    fn ram(&self) -> &Ram;
+    /// The guest memory, to change it.
+    fn ram_mut(&mut self) -> &mut Ram;
+}
 
 /// One anonymous, private host mapping; unmapped when dropped.
 #[derive(Debug)]
@@ -122,30 +131,30 @@ impl Ram {
 }
 
 /// Maps `start..end` (free in the engine) to fresh zero-filled memory.
-pub(crate) fn map(uc: &mut Engine, start: u64, end: u64) -> Result<(), uc_error> {
+pub(crate) fn map<D: HasRam>(uc: &mut Unicorn<'_, D>, start: u64, end: u64) -> Result<(), uc_error> {
     let map = Rc::new(HostMap::new(end - start)?);
     add(uc, start, Region { end, map, offset: 0 })
 }
 
 /// Maps `region` at `start` into the engine and records it.
-fn add(uc: &mut Engine, start: u64, region: Region) -> Result<(), uc_error> {
+fn add<D: HasRam>(uc: &mut Unicorn<'_, D>, start: u64, region: Region) -> Result<(), uc_error> {
     // SAFETY: the host memory stays mapped as long as the region is
     // recorded in the engine's data, which outlives the engine.
     unsafe { uc.mem_map_ptr(start, region.end - start, Prot::ALL, region.host().cast())? };
-    uc.get_data_mut().ram.regions.insert(start, region);
+    uc.get_data_mut().ram_mut().regions.insert(start, region);
     Ok(())
 }
 
 /// Unmaps `start..end` (holes allowed): regions inside go, regions across
 /// its ends keep their outer parts, in the same host memory.
-pub(crate) fn unmap(uc: &mut Engine, start: u64, end: u64) -> Result<(), uc_error> {
+pub(crate) fn unmap<D: HasRam>(uc: &mut Unicorn<'_, D>, start: u64, end: u64) -> Result<(), uc_error> {
     let hit: Vec<u64> = {
-        let regions = &uc.get_data().ram.regions;
+        let regions = &uc.get_data().ram().regions;
         let first = regions.range(..start).next_back().filter(|(_, r)| r.end > start).map(|(&s, _)| s);
         first.into_iter().chain(regions.range(start..end).map(|(&s, _)| s)).collect()
     };
     for s in hit {
-        let Some(region) = uc.get_data_mut().ram.regions.remove(&s) else { continue };
+        let Some(region) = uc.get_data_mut().ram_mut().regions.remove(&s) else { continue };
         uc.mem_unmap(s, region.end - s)?;
         let (cut_start, cut_end) = (start.max(s), end.min(region.end));
         release(&region, (cut_start - s) as usize, (cut_end - cut_start) as usize);
@@ -180,10 +189,10 @@ fn release(region: &Region, offset: usize, len: usize) {
 
 /// Gives the `fork` child engine `child` a copy of the regions of `parent`
 /// (pages that are all zeros are left to the fresh mapping's zero fill).
-pub(crate) fn copy(parent: &Ram, child: &mut Engine) -> Result<(), uc_error> {
+pub(crate) fn copy<D: HasRam>(parent: &Ram, child: &mut Unicorn<'_, D>) -> Result<(), uc_error> {
     for piece in parent.pieces() {
         map(child, piece.start, piece.start + piece.len)?;
-        let to = child.get_data().ram.regions[&piece.start].host();
+        let to = child.get_data().ram().regions[&piece.start].host();
         let page = crate::page::PAGE_SIZE as usize;
         for at in (0..piece.len as usize).step_by(page) {
             // SAFETY: both regions are `piece.len` bytes of mapped host memory,

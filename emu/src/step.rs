@@ -24,22 +24,11 @@
 //! would have ended: the run loop handles it the same way.
 
 use crate::emulator::Emulator;
-use crate::engine::{Engine, Trap};
+use crate::engine::{Engine, Stepper, Trap};
 use crate::error::Error;
 use crate::ram::Piece;
 use crate::track::{self, Cut, Tracker, Tracking};
-use unicorn_engine::{uc_error, Context};
-
-/// The second engine, with what it mirrors of the main one.
-#[derive(Debug)]
-pub(crate) struct Stepper {
-    uc: Engine,
-    /// The regions mapped, as of `epoch`.
-    mapped: Vec<Piece>,
-    epoch: u64,
-    /// Registers on their way between the engines.
-    context: Context,
-}
+use unicorn_engine::uc_error;
 
 impl Stepper {
     /// A stepper for the engine of `emu`.
