@@ -205,3 +205,56 @@ pub(crate) fn copy<D: HasRam>(parent: &Ram, child: &mut Unicorn<'_, D>) -> Resul
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use unicorn_engine::{Arch, Mode};
+
+    #[derive(Default)]
+    struct Data(Ram);
+
+    impl HasRam for Data {
+        fn ram(&self) -> &Ram {
+            &self.0
+        }
+
+        fn ram_mut(&mut self) -> &mut Ram {
+            &mut self.0
+        }
+    }
+
+    fn engine() -> Unicorn<'static, Data> {
+        Unicorn::new_with_data(Arch::X86, Mode::MODE_64, Data::default()).expect("an engine")
+    }
+
+    #[test]
+    fn partial_unmap_keeps_the_rest_in_place_and_fork_copies_it() {
+        let mut uc = engine();
+        map(&mut uc, 0x1000, 0x6000).unwrap();
+        uc.mem_write(0x1ff8, b"left").unwrap();
+        uc.mem_write(0x2000, b"gone").unwrap();
+        uc.mem_write(0x4000, b"right").unwrap();
+        unmap(&mut uc, 0x2000, 0x4000).unwrap();
+        let pieces: Vec<(u64, u64)> = uc.get_data().ram().pieces().map(|p| (p.start, p.len)).collect();
+        assert_eq!(pieces, [(0x1000, 0x1000), (0x4000, 0x2000)]);
+        // The engine and the host view agree on what is left.
+        let mut buf = [0u8; 5];
+        uc.mem_read(0x4000, &mut buf).unwrap();
+        assert_eq!(&buf, b"right");
+        assert_eq!(&uc.get_data().ram().page(0x1abc).unwrap()[0xff8..], b"left\0\0\0\0");
+        assert!(uc.mem_read(0x2000, &mut buf).is_err());
+        assert!(uc.get_data().ram().page(0x3fff).is_none());
+        // Mapped again, the hole reads as zeros.
+        map(&mut uc, 0x2000, 0x4000).unwrap();
+        uc.mem_read(0x2000, &mut buf[..4]).unwrap();
+        assert_eq!(&buf[..4], [0; 4]);
+
+        let mut child = engine();
+        copy(uc.get_data().ram(), &mut child).unwrap();
+        uc.mem_write(0x4000, b"after").unwrap();
+        child.mem_read(0x4000, &mut buf).unwrap();
+        assert_eq!(&buf, b"right", "the child has a copy, not the parent's memory");
+        assert_eq!(child.get_data().ram().pieces().count(), 3);
+    }
+}
