@@ -307,14 +307,37 @@ unsafe extern "C" fn on_block(uc: *mut uc_engine, addr: u64, size: u32, tracker:
 }
 
 impl Tracker {
-    /// The block hook's work: the common case is one table slot read, one
-    /// compare and an addition; calls, returns, first sights and stops
-    /// leave it for functions of their own.
+    /// The block hook's work. The common case (the previous block ended in
+    /// a plain instruction or a direct branch, this one is in its table
+    /// slot, no stop in it, no reference) is one slot read, two compares
+    /// and an addition, with no call: so that it needs no registers saved,
+    /// everything else is left to [`Tracker::on_block_general`], called
+    /// last (a jump).
     #[inline]
     fn on_block(&mut self, uc: RawEngine, addr: u64, size: u32) {
         // Fields are read in place rather than through copies of the slots:
         // a narrow load from a wider copy just stored stalls.
-        // Most blocks end in a plain instruction or a direct branch.
+        let index = slot(addr);
+        if self.cur.flow == Flow::Plain
+            && self.reference.is_none()
+            && self.table[index].addr == addr
+            && self.table[index].size == size
+        {
+            let end = self.icount + u64::from(self.table[index].len);
+            if end <= self.stop_at {
+                self.icount = end;
+                self.cur = self.table[index];
+                return;
+            }
+        }
+        self.on_block_general(uc, addr, size);
+    }
+
+    /// The block hook's work in every case: retires the previous block,
+    /// then counts this one or stops before it; calls, returns, first
+    /// sights and stops each have a function of their own.
+    #[inline(never)]
+    fn on_block_general(&mut self, uc: RawEngine, addr: u64, size: u32) {
         if self.cur.flow != Flow::Plain {
             self.retire(uc, self.cur, addr);
         }
