@@ -100,9 +100,10 @@ pub(crate) struct Piece {
 #[derive(Debug, Default)]
 pub(crate) struct Ram {
     regions: BTreeMap<u64, Region>,
-    /// Changes whenever the memory map, permissions or residency rules
-    /// change (`Emulator::flush_tlb`), so that a second engine knows to
-    /// drop what it cached.
+    /// Changes with every region mapped or unmapped here, and whenever
+    /// permissions or residency rules change (`Emulator::flush_tlb`), so
+    /// that a second engine knows to drop what it cached and never runs on
+    /// host memory that has gone.
     pub(crate) epoch: u64,
 }
 
@@ -141,7 +142,9 @@ fn add<D: HasRam>(uc: &mut Unicorn<'_, D>, start: u64, region: Region) -> Result
     // SAFETY: the host memory stays mapped as long as the region is
     // recorded in the engine's data, which outlives the engine.
     unsafe { uc.mem_map_ptr(start, region.end - start, Prot::ALL, region.host().cast())? };
-    uc.get_data_mut().ram_mut().regions.insert(start, region);
+    let ram = uc.get_data_mut().ram_mut();
+    ram.regions.insert(start, region);
+    ram.epoch += 1;
     Ok(())
 }
 
@@ -154,8 +157,13 @@ pub(crate) fn unmap<D: HasRam>(uc: &mut Unicorn<'_, D>, start: u64, end: u64) ->
         first.into_iter().chain(regions.range(start..end).map(|(&s, _)| s)).collect()
     };
     for s in hit {
-        let Some(region) = uc.get_data_mut().ram_mut().regions.remove(&s) else { continue };
+        let Some(region) = uc.get_data().ram().regions.get(&s).cloned() else { continue };
+        // Forgotten (and its memory possibly released) only once the engine
+        // no longer maps it.
         uc.mem_unmap(s, region.end - s)?;
+        let ram = uc.get_data_mut().ram_mut();
+        ram.regions.remove(&s);
+        ram.epoch += 1;
         let (cut_start, cut_end) = (start.max(s), end.min(region.end));
         release(&region, (cut_start - s) as usize, (cut_end - cut_start) as usize);
         if s < cut_start {

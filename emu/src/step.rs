@@ -16,10 +16,11 @@
 //! the stepper keeps its own, so after the first stops in a block neither
 //! engine translates anything.
 //!
-//! The stepper maps what the main engine maps. Every change of the memory
-//! map or of permissions goes through `Emulator::flush_tlb`, which moves
-//! [`Ram::epoch`](crate::ram::Ram); the stepper then maps the regions
-//! again and drops its translations and TLB before it runs. A fault or
+//! The stepper maps what the main engine maps. Every region mapped or
+//! unmapped (`ram.rs`) and every change of permissions
+//! (`Emulator::flush_tlb`) moves the main engine's `Ram::epoch`; the
+//! stepper then maps the regions again and drops its translations and TLB
+//! before it runs. A fault or
 //! trap in the stepped instructions ends the step where the main engine
 //! would have ended: the run loop handles it the same way.
 
