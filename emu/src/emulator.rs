@@ -17,7 +17,7 @@ use crate::signal;
 use crate::syscall::record::SyscallRecord;
 use crate::track::{Tracker, Tracking};
 use kmodel::memory::Access;
-use unicorn_engine::{uc_error, Prot};
+use unicorn_engine::uc_error;
 
 /// Something worth knowing that happened during a run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -180,6 +180,8 @@ impl Emulator {
     /// TLB-fill hook sees the guest's next access to every page.
     pub(crate) fn flush_tlb(&mut self) -> Result<(), Error> {
         crate::hooks::cover_code(&mut self.uc).map_err(self.engine_error("hook the code areas"))?;
+        // The stepper (`step.rs`) flushes what it cached when it next runs.
+        self.uc.get_data_mut().ram.epoch += 1;
         self.uc.ctl_flush_tlb().map_err(self.engine_error("flush the TLB"))
     }
 
@@ -191,7 +193,7 @@ impl Emulator {
         self.unmap(area.start, area.end)?;
         // Physical memory mirrors the mapped areas one to one (identity mapped);
         // permissions are enforced by the TLB-fill hook, so it is all RWX here.
-        self.uc.mem_map(area.start, area.end - area.start, Prot::ALL).map_err(self.engine_error("map memory"))?;
+        crate::ram::map(&mut self.uc, area.start, area.end).map_err(self.engine_error("map memory"))?;
         self.pages_mut().insert(area);
         self.flush_tlb()
     }
@@ -211,7 +213,7 @@ impl Emulator {
             self.uc.ctl_flush_tb().map_err(self.engine_error("drop translated code"))?;
         }
         for (s, e) in removed {
-            self.uc.mem_unmap(s, e - s).map_err(self.engine_error("unmap memory"))?;
+            crate::ram::unmap(&mut self.uc, s, e).map_err(self.engine_error("unmap memory"))?;
         }
         self.code_may_have_changed();
         self.flush_tlb()
@@ -262,7 +264,7 @@ impl Emulator {
         if !self.pages().is_free(old_end, new_end) || self.pages().area(old_end - 1).is_none() {
             return Ok(false);
         }
-        self.uc.mem_map(old_end, new_end - old_end, Prot::ALL).map_err(self.engine_error("map memory"))?;
+        crate::ram::map(&mut self.uc, old_end, new_end).map_err(self.engine_error("map memory"))?;
         self.pages_mut().extend(old_end, new_end);
         self.flush_tlb()?;
         Ok(true)
@@ -311,6 +313,15 @@ impl Emulator {
     pub fn read_untracked(&self, addr: u64, buf: &mut [u8]) -> Result<(), MemFault> {
         self.pages().check(addr, buf.len() as u64, AccessKind::Read, Access::Faultable)?;
         self.uc.mem_read(addr, buf).map_err(|_| MemFault::Unmapped { addr })
+    }
+
+    /// The 4 KiB page containing `addr`, in place, if an [`Access::NoFault`]
+    /// read of it would succeed (mapped, readable, resident): no copy, one
+    /// residency check.
+    pub fn resident_page(&self, addr: u64) -> Result<&[u8], MemFault> {
+        let page = page_down(addr);
+        self.pages().check(page, crate::memory::PAGE_SIZE, AccessKind::Read, Access::NoFault)?;
+        self.uc.get_data().ram.page(page).ok_or(MemFault::Unmapped { addr })
     }
 
     /// Writes guest memory as the kernel would (`copy_to_user`): the range must

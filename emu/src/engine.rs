@@ -7,11 +7,13 @@
 //! the TLB-fill hook, which must answer at once (it is the page-fault handler
 //! and needs nothing but the page table), and the block hook, which keeps the
 //! instruction count and the ground-truth stack ([`crate::track`]). The
-//! hooks are installed when the engine is created (`hooks.rs`).
+//! hooks are installed when the engine is created (`hooks.rs`). Guest
+//! memory is host memory the emulator owns (`ram.rs`).
 
 use crate::memory::PageTable;
+use crate::ram::{HasRam, Piece, Ram};
 use crate::track::{Tracked, Tracker};
-use unicorn_engine::{uc_error, UcHookId, Unicorn};
+use unicorn_engine::{uc_error, Context, UcHookId, Unicorn};
 
 /// A Unicorn instance carrying the emulator's shared state.
 pub type Engine = Unicorn<'static, Shared>;
@@ -39,6 +41,35 @@ pub struct Shared {
     /// The executable areas covered by a memory hook, and its id (see
     /// `hooks::cover_code`).
     pub(crate) code_hooks: Vec<((u64, u64), UcHookId)>,
+    /// The second engine that runs the instructions before a stop inside a
+    /// block (`step.rs`), once there has been one. Declared before `ram`:
+    /// it maps the same host memory, so it must be closed first.
+    pub(crate) stepper: Option<Box<Stepper>>,
+    /// Guest physical memory (owned host buffers the engine maps).
+    pub(crate) ram: Ram,
+}
+
+/// The second engine that runs the instructions before a stop inside a
+/// block, with what it mirrors of the main one (`step.rs` runs it).
+#[derive(Debug)]
+pub(crate) struct Stepper {
+    pub(crate) uc: Engine,
+    /// The regions mapped, as of `epoch`.
+    pub(crate) mapped: Vec<Piece>,
+    /// The main engine's [`Ram::epoch`] when the stepper last caught up.
+    pub(crate) epoch: u64,
+    /// Registers on their way between the engines.
+    pub(crate) context: Context,
+}
+
+impl HasRam for Shared {
+    fn ram(&self) -> &Ram {
+        &self.ram
+    }
+
+    fn ram_mut(&mut self) -> &mut Ram {
+        &mut self.ram
+    }
 }
 
 impl Tracked for Shared {

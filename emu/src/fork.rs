@@ -2,19 +2,13 @@
 //! mapped page (all-zero pages are left to the new engine's zero fill),
 //! the page table with its residency, the registers, and the ground truth.
 //!
-//! The copy is eager rather than copy-on-write: Unicorn has no way to
-//! share pages between engines, and a shell's process is a few MiB, most
-//! of it untouched stack and heap that the zero check skips (the cost is
-//! in BENCHMARKS.md).
+//! The copy is eager rather than copy-on-write (host memory to host memory,
+//! `ram.rs`): a shell's process is a few MiB, most of it untouched stack
+//! and heap that the zero check skips (the cost is in BENCHMARKS.md).
 
 use crate::emulator::Emulator;
 use crate::error::Error;
-use crate::memory::PAGE_SIZE;
 use crate::procs::Parked;
-use unicorn_engine::Prot;
-
-/// Bytes copied per engine call.
-const CHUNK: u64 = 64 * 1024;
 
 impl Emulator {
     /// The current process's state, copied for a child: memory, registers
@@ -31,22 +25,7 @@ impl Emulator {
             problem: format!("cannot set up the instruction decoder: {e}"),
         })?;
         let mut uc = crate::hooks::create(self.machine, tracker).map_err(&err)?;
-        let mut buf = vec![0u8; CHUNK as usize];
-        for area in self.pages().areas() {
-            uc.mem_map(area.start, area.end - area.start, Prot::ALL).map_err(&err)?;
-            let mut at = area.start;
-            while at < area.end {
-                let len = CHUNK.min(area.end - at);
-                let chunk = &mut buf[..len as usize];
-                self.uc.mem_read(at, chunk).map_err(&err)?;
-                for (i, page) in chunk.chunks(PAGE_SIZE as usize).enumerate() {
-                    if page.iter().any(|&b| b != 0) {
-                        uc.mem_write(at + i as u64 * PAGE_SIZE, page).map_err(&err)?;
-                    }
-                }
-                at += len;
-            }
-        }
+        crate::ram::copy(&self.uc.get_data().ram, &mut uc).map_err(&err)?;
         uc.get_data_mut().pages = self.pages().clone();
         crate::hooks::cover_code(&mut uc).map_err(&err)?;
         // Every register, vector and floating-point ones included: the

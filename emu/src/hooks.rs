@@ -26,7 +26,15 @@ use unicorn_engine::{uc_error, HookType, MemType, Prot, TlbEntry, TlbType, Unico
 pub(crate) fn create(machine: &'static dyn Machine, tracker: Tracker) -> Result<Engine, uc_error> {
     let info = machine.info();
     let mode = tracker.mode;
-    let shared = Shared { pages: PageTable::default(), trap: None, hook_error: None, tracker, code_hooks: Vec::new() };
+    let shared = Shared {
+        pages: PageTable::default(),
+        trap: None,
+        hook_error: None,
+        tracker,
+        code_hooks: Vec::new(),
+        stepper: None,
+        ram: crate::ram::Ram::default(),
+    };
     let mut uc = Unicorn::new_with_data(info.uc_arch, info.uc_mode, shared)?;
     uc.ctl_set_tlb_type(TlbType::VIRTUAL)?;
 
@@ -77,8 +85,9 @@ const MAX_CODE_HOOKS: usize = 32;
 /// page back on the slow write path (so that a write to translated code is
 /// seen) — unless a memory hook covers the block's address: then it keeps
 /// every page under such a hook on the slow write path instead. The scan
-/// walks the TLB of every address-space mode (many on AArch64), and exact
-/// stops translate blocks at every stop (`track`; BENCHMARKS.md). Only code
+/// walks the TLB of every address-space mode (many on AArch64), and a stop
+/// inside a block makes the engine translate the block that starts at the
+/// stop the first time one falls there (`track`; BENCHMARKS.md). Only code
 /// pages pay the slow path here; the data areas, which the guest writes,
 /// stay uncovered. The hook (an unmapped-fetch hook) could
 /// only fire for an address the TLB-fill hook gave without physical memory

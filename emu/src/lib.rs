@@ -39,7 +39,8 @@
 //!   *virtual* TLB, whose fill hook consults the [`PageTable`]. A fill is the guest
 //!   touching a page: a non-resident page becomes resident and is counted as
 //!   a guest fault; a refused access is a SIGSEGV. Physical memory is
-//!   identity-mapped and mirrors the mapped areas. This one mechanism works on
+//!   identity-mapped and mirrors the mapped areas, in host memory the
+//!   emulator owns (`ram.rs`), so a second engine can share it. This one mechanism works on
 //!   all three architectures (s390x reports nothing usable otherwise), gives
 //!   per-page permissions and residency, and makes eviction a TLB flush.
 //! * **System calls** ([`syscall`]): one table keyed by name with the
@@ -50,7 +51,9 @@
 //!   block decoded once with Capstone) and keeps the ground-truth
 //!   return-address stack from the block's last instruction. Stops are exact,
 //!   *before* instruction N, also inside a block, so runs with and without
-//!   stops execute the same instructions. [`Tracking::Instructions`] adds a
+//!   stops execute the same instructions; the instructions of a block
+//!   before a stop inside it run in a second engine on the same memory
+//!   (`step.rs`), so no translation is cut. [`Tracking::Instructions`] adds a
 //!   per-instruction reference that tests compare against. [`NmiSource`]
 //!   stops every N instructions and reports registers and ground truth.
 //! * **The kernel model's view** ([`UserView`], `From<&Regs>` for
@@ -97,6 +100,7 @@ pub mod objects;
 mod page;
 mod process;
 mod procs;
+mod ram;
 mod regs;
 mod run;
 mod sched;
@@ -104,6 +108,7 @@ pub mod shadow;
 pub mod sigframe;
 pub mod signal;
 pub mod stack;
+mod step;
 pub mod syscall;
 pub mod track;
 mod user;

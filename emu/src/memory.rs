@@ -8,8 +8,9 @@
 //! contents stay as they were, as with a clean file page dropped from the
 //! page cache or an anonymous page swapped out.
 //!
-//! Contents live in the engine's identity-mapped physical memory; this table
-//! only says what the guest may see.
+//! Contents live in the engine's identity-mapped physical memory, host
+//! memory the emulator owns (`ram.rs`); this table only says what the guest
+//! may see.
 
 use std::collections::{BTreeMap, BTreeSet};
 

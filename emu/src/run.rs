@@ -157,34 +157,21 @@ impl Emulator {
             let shared = self.uc.get_data_mut();
             shared.tracker.stop_at = local_stop;
             shared.trap = None;
-            // A stop inside a block: run that block alone up to the stop (see `track`).
+            // A stop inside a block: its instructions before the stop run
+            // in the stepper (see `track` and `step`).
             let cut = shared.tracker.cut.take();
-            let pc = self.reg(self.info().pc)?;
-            // Only translations covering the block's first instruction are
-            // dropped: the cut run must not find one; those starting later in
-            // the block (where earlier stops resumed) stay valid.
-            let until = match cut {
-                Some(cut) => {
-                    self.uc
-                        .ctl_remove_cache(cut.start, cut.start.saturating_add(1))
-                        .map_err(|err| self.engine_error("drop a translation")(err))?;
-                    cut.at
+            let (trap, result) = match cut {
+                Some(cut) => self.step_to(cut)?,
+                None => {
+                    let pc = self.reg(self.info().pc)?;
+                    // Unicorn always has an exit address; 0 is never code.
+                    let result = self.uc.emu_start(pc, 0, 0, 0);
+                    track::finish_run(&mut self.uc);
+                    self.report_undecodable();
+                    (self.uc.get_data_mut().trap.take(), result)
                 }
-                // Unicorn always has an exit address; 0 is never code.
-                None => 0,
             };
-            let result = self.uc.emu_start(pc, until, 0, 0);
-            track::finish_run(&mut self.uc);
-            if let Some(cut) = cut {
-                // The translation that ends at the exit address must not be reused.
-                self.uc
-                    .ctl_remove_cache(cut.start, cut.start.saturating_add(1))
-                    .map_err(|err| self.engine_error("drop a translation")(err))?;
-            }
-            self.report_undecodable();
-            let shared = self.uc.get_data_mut();
-            let trap = shared.trap.take();
-            if let Some(err) = shared.hook_error.take() {
+            if let Some(err) = self.uc.get_data_mut().hook_error.take() {
                 return Err(self.engine_error("handle a trap")(err));
             }
             self.sched.idle = 0;

@@ -22,11 +22,13 @@
 //! and a stop. A stop at instruction N is exact: if N is the first
 //! instruction of a block, the block hook stops the
 //! engine before the block runs; if N is inside a block, the hook records a
-//! `Cut`, stops the engine, and the run loop re-runs the block alone with
-//! Unicorn's exit address set to instruction N (its translation is dropped
-//! before and after, as Unicorn checks exit addresses when it translates).
-//! Resuming at N translates a block that starts there. Both parts of the
-//! cut block are known from the whole one, so neither is decoded again.
+//! `Cut` and stops the engine before the block runs, and the run loop has a
+//! second engine on the same memory run the block's instructions before N
+//! (`step.rs`). The main engine's translations stay as they were: Unicorn
+//! compiles exit addresses into translations, so cutting the block in the
+//! main engine would cost two translations per stop. Resuming at N
+//! translates a block that starts there, once; it is known from the whole
+//! block, so it is not decoded again.
 //! Either way no instruction runs twice and none is counted twice, which is
 //! what the naive version of this got wrong.
 //!
@@ -77,11 +79,15 @@ pub enum Tracking {
     Instructions,
 }
 
-/// A block in which a stop falls: re-run it from `start` alone, stopping at `at`.
+/// A block in which a stop falls: run its first `count` instructions,
+/// from `start` to the stop at `at`, elsewhere (`step.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Cut {
     pub(crate) start: u64,
     pub(crate) at: u64,
+    pub(crate) count: u32,
+    /// The whole block's size in bytes (it identifies the decoded block).
+    size: u32,
 }
 
 /// A decoded block: where it starts, its instructions' offsets, and what its
@@ -301,14 +307,37 @@ unsafe extern "C" fn on_block(uc: *mut uc_engine, addr: u64, size: u32, tracker:
 }
 
 impl Tracker {
-    /// The block hook's work: the common case is one table slot read, one
-    /// compare and an addition; calls, returns, first sights and stops
-    /// leave it for functions of their own.
+    /// The block hook's work. The common case (the previous block ended in
+    /// a plain instruction or a direct branch, this one is in its table
+    /// slot, no stop in it, no reference) is one slot read, two compares
+    /// and an addition, with no call: so that it needs no registers saved,
+    /// everything else is left to [`Tracker::on_block_general`], called
+    /// last (a jump).
     #[inline]
     fn on_block(&mut self, uc: RawEngine, addr: u64, size: u32) {
         // Fields are read in place rather than through copies of the slots:
         // a narrow load from a wider copy just stored stalls.
-        // Most blocks end in a plain instruction or a direct branch.
+        let index = slot(addr);
+        if self.cur.flow == Flow::Plain
+            && self.reference.is_none()
+            && self.table[index].addr == addr
+            && self.table[index].size == size
+        {
+            let end = self.icount + u64::from(self.table[index].len);
+            if end <= self.stop_at {
+                self.icount = end;
+                self.cur = self.table[index];
+                return;
+            }
+        }
+        self.on_block_general(uc, addr, size);
+    }
+
+    /// The block hook's work in every case: retires the previous block,
+    /// then counts this one or stops before it; calls, returns, first
+    /// sights and stops each have a function of their own.
+    #[inline(never)]
+    fn on_block_general(&mut self, uc: RawEngine, addr: u64, size: u32) {
         if self.cur.flow != Flow::Plain {
             self.retire(uc, self.cur, addr);
         }
@@ -350,34 +379,44 @@ impl Tracker {
         if remaining > 0 {
             if let Some(info) = self.info(block) {
                 let at = block.addr + u64::from(info.starts[remaining as usize]);
-                self.cut = Some(Cut { start: block.addr, at });
-                self.record_parts(block, remaining as usize);
+                self.cut = Some(Cut { start: block.addr, at, count: remaining as u32, size: block.size });
+                self.record_tail(block, remaining as usize);
             }
         }
         uc.stop();
     }
 
-    /// Records the two blocks a cut before instruction `r` of `block`
-    /// makes the engine translate, as parts of the decoded block, so that
-    /// neither costs a decode: the cut run's block up to the stop (its last
-    /// instruction is one in the middle, so plain) and the block the run
-    /// resumes with, which ends where `block` does.
-    fn record_parts(&mut self, block: Slot, r: usize) {
+    /// Records the block the run resumes with after a stop before
+    /// instruction `r` of `block` (it ends where `block` does) as a part of
+    /// the decoded block, so that it costs no decode.
+    fn record_tail(&mut self, block: Slot, r: usize) {
         let Some(info) = self.info(block) else { return };
         let split = info.starts[r];
-        let head = BlockInfo { start: block.addr, starts: info.starts[..r].into(), last: Transfer::PLAIN };
         let tail = BlockInfo {
             start: block.addr + u64::from(split),
             starts: info.starts[r..].iter().map(|&offset| offset - split).collect(),
             last: info.last,
         };
-        let parts = [((head.start, split), head), ((tail.start, block.size - split), tail)];
-        for (key, part) in parts {
-            if self.infos.len() < MAX_CACHED && !self.blocks.contains_key(&key) {
-                self.blocks.insert(key, self.infos.len() as u32);
-                self.infos.push(part);
-            }
+        let key = (tail.start, block.size - split);
+        if self.infos.len() < MAX_CACHED && !self.blocks.contains_key(&key) {
+            self.blocks.insert(key, self.infos.len() as u32);
+            self.infos.push(tail);
         }
+    }
+
+    /// Counts what ran of the block `cut` is in, which ran elsewhere up to
+    /// `pc` (the stop, or an instruction that faulted or trapped before it).
+    /// None of those instructions is the block's last, so the ground-truth
+    /// stack does not change.
+    pub(crate) fn stepped(&mut self, cut: Cut, pc: u64) {
+        let ran = match self.blocks.get(&(cut.start, cut.size)).and_then(|&i| self.infos.get(i as usize)) {
+            Some(info) if pc != cut.at => u32::try_from(pc.wrapping_sub(cut.start))
+                .ok()
+                .and_then(|offset| info.starts.binary_search(&offset).ok())
+                .map_or(cut.count, |i| i as u32),
+            _ => cut.count,
+        };
+        self.icount += u64::from(ran.min(cut.count));
     }
 
     /// The decoded block `block` (its full record).

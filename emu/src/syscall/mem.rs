@@ -248,8 +248,8 @@ pub(super) fn madvise(emu: &mut Emulator, [addr, len, advice, ..]: [u64; 6]) -> 
         .map(|area| (area.start.max(start), area.end.min(end)))
         .collect();
     for (s, e) in pieces {
-        emu.uc.mem_unmap(s, e - s).map_err(emu.engine_error("clear memory"))?;
-        emu.uc.mem_map(s, e - s, unicorn_engine::Prot::ALL).map_err(emu.engine_error("clear memory"))?;
+        crate::ram::unmap(&mut emu.uc, s, e).map_err(emu.engine_error("clear memory"))?;
+        crate::ram::map(&mut emu.uc, s, e).map_err(emu.engine_error("clear memory"))?;
         emu.pages_mut().forget(s, e);
     }
     emu.flush_tlb()?;
