@@ -93,31 +93,92 @@ fn renamed(buffers: &[Vec<PerfRecord>], s: &StitchedSample) -> Option<kmodel::ty
     })
 }
 
-/// Judges every sample the perf sessions of `k` recorded; the summary has
-/// the verdict counts filled in.
+/// What judging needs of a finished run that no unwinder changes, made
+/// once however many unwinders are judged: each perf session's records
+/// stitched into samples, and the walk behind each deferred callback.
+pub(crate) struct Stitched {
+    /// Per perf session (as `k.tracers().perf`), its stitched samples.
+    sessions: Vec<Vec<StitchedSample>>,
+    /// [`walks`] of the run.
+    walks: BTreeMap<(Tid, Cookie), (Walk, u64, usize)>,
+}
+
+impl Stitched {
+    /// Stitches the perf sessions of `k`.
+    pub(crate) fn new(k: &Kernel) -> Stitched {
+        Stitched { sessions: k.tracers().perf.iter().map(|p| stitch(&p.buffers)).collect(), walks: walks(k) }
+    }
+}
+
+/// One judged stack of a run's samples, as an unwinder configuration
+/// delivered it: what [`SampleResult`] holds that differs between
+/// unwinders (the rest, such as the truth, does not).
+pub(crate) struct Judged {
+    /// What the tracer got.
+    pub(crate) delivered: Option<Vec<u64>>,
+    /// The walk that made it.
+    pub(crate) walk: Option<Walk>,
+    /// The verdict.
+    pub(crate) verdict: Verdict,
+}
+
+impl Judged {
+    /// `s` with this stack in place of its own.
+    pub(crate) fn put(self, s: &mut SampleResult) {
+        s.delivered = self.delivered;
+        s.walk = self.walk;
+        s.verdict = self.verdict;
+    }
+}
+
+/// Judges every sample the perf sessions of `k` recorded (`stitched`: of
+/// `k`); the summary has the verdict counts filled in.
 pub(crate) fn samples(
     k: &Kernel,
+    stitched: &Stitched,
     taken: &BTreeMap<u64, SampleInfo>,
     guests: &[GuestRun],
     cancelled: &[String],
 ) -> (Vec<SampleResult>, Summary) {
-    judge(k, taken, guests, cancelled, None).expect("the model's own walks made every stack")
+    let mut samples = Vec::new();
+    let summary = judge(k, stitched, taken, guests, cancelled, None, |session, s, info, guest, judged| {
+        samples.push(SampleResult {
+            sample: s.sample,
+            tracer: session.to_string(),
+            guest: guest.name.clone(),
+            cpu: info.cpu,
+            icount: info.icount,
+            truth: info.truth.clone(),
+            call_sps: info.call_sps.clone(),
+            kernel: s.kernel.clone(),
+            delivered: judged.delivered,
+            deferred_cpu: s.deferred_cpu,
+            walk: judged.walk,
+            verdict: judged.verdict,
+        })
+    })
+    .expect("the model's own walks made every stack");
+    (samples, summary)
 }
 
-/// [`samples`] with the stacks of the model's extra unwinder configuration
-/// `extra` (`KernelOptions::extra_unwinders`) in place of its own: each
-/// deferred stack is that configuration's walk at the same point, so the
-/// verdicts are those a run with it alone gives. Fails, saying why, if a
-/// stack came from no faultable walk of the model (an in-NMI walk): no
-/// extra walk stands beside it.
-pub(crate) fn extra_samples(
+/// The stacks of the model's extra unwinder configuration `extra`
+/// (`KernelOptions::extra_unwinders`) in place of its own, one per sample
+/// [`samples`] gives, in its order: each deferred stack is that
+/// configuration's walk at the same point, so the verdicts are those a run
+/// with it alone gives. Fails, saying why, if a stack came from no
+/// faultable walk of the model (an in-NMI walk): no extra walk stands
+/// beside it.
+pub(crate) fn extra_stacks(
     k: &Kernel,
+    stitched: &Stitched,
     taken: &BTreeMap<u64, SampleInfo>,
     guests: &[GuestRun],
     cancelled: &[String],
     extra: usize,
-) -> Result<(Vec<SampleResult>, Summary), String> {
-    judge(k, taken, guests, cancelled, Some(extra))
+) -> Result<(Vec<Judged>, Summary), String> {
+    let mut stacks = Vec::new();
+    let summary = judge(k, stitched, taken, guests, cancelled, Some(extra), |_, _, _, _, judged| stacks.push(judged))?;
+    Ok((stacks, summary))
 }
 
 /// The delivered stack of `s` and its walk as extra configuration `extra`
@@ -146,34 +207,33 @@ fn extra_stack(
     }
 }
 
-/// [`samples`] (`extra`: `None`) or [`extra_samples`].
+/// Judges each sample of `stitched` (of `k`) with the model's own stacks
+/// (`extra`: `None`) or those of its extra configuration `extra`, handing
+/// each to `each` with its session's name, stitched sample, what the lab
+/// saw at its NMI and its guest; returns the verdict counts.
 fn judge(
     k: &Kernel,
+    stitched: &Stitched,
     taken: &BTreeMap<u64, SampleInfo>,
     guests: &[GuestRun],
     cancelled: &[String],
     extra: Option<usize>,
-) -> Result<(Vec<SampleResult>, Summary), String> {
-    let mut samples = Vec::new();
+    mut each: impl FnMut(&str, &StitchedSample, &SampleInfo, &GuestRun, Judged),
+) -> Result<Summary, String> {
     let mut summary = Summary::default();
-    let walks = walks(k);
-    for session in &k.tracers().perf {
-        for mut s in stitch(&session.buffers) {
+    for (session, samples) in k.tracers().perf.iter().zip(&stitched.sessions) {
+        for s in samples {
             let Some(info) = taken.get(&s.sample) else { continue };
             let guest = &guests[info.guest];
-            let own = s.cookie.and_then(|cookie| walks.get(&(s.tid, cookie)));
-            let walk = match extra {
-                None => own.map(|(walk, ..)| walk.clone()),
-                Some(extra) => {
-                    let (user, walk) = extra_stack(k, &s, own, extra)?;
-                    s.user = user;
-                    walk
-                }
+            let own = s.cookie.and_then(|cookie| stitched.walks.get(&(s.tid, cookie)));
+            let (user, walk) = match extra {
+                None => (s.user.clone(), own.map(|(walk, ..)| walk.clone())),
+                Some(extra) => extra_stack(k, s, own, extra)?,
             };
-            let verdict = match &s.user {
+            let verdict = match &user {
                 Some(ips) if !ips.is_empty() => Verdict::judge(ips, &info.truth),
                 Some(_) => Verdict::Lost { why: lost_reason(guest, cancelled, true) },
-                None => match renamed(&session.buffers, &s) {
+                None => match renamed(&session.buffers, s) {
                     Some(tid) => Verdict::Lost {
                         why: format!(
                             "the deferred record names tid {tid}, the sample {} (an exec by a non-leader thread: exchange_tids())",
@@ -196,23 +256,10 @@ fn judge(
             if !matches!(verdict, Verdict::Lost { .. }) {
                 summary.delivered += 1;
             }
-            samples.push(SampleResult {
-                sample: s.sample,
-                tracer: session.name.to_string(),
-                guest: guest.name.clone(),
-                cpu: info.cpu,
-                icount: info.icount,
-                truth: info.truth.clone(),
-                call_sps: info.call_sps.clone(),
-                kernel: s.kernel.clone(),
-                delivered: s.user.clone(),
-                deferred_cpu: s.deferred_cpu,
-                walk,
-                verdict,
-            });
+            each(&session.name, s, info, guest, Judged { delivered: user, walk, verdict });
         }
     }
-    Ok((samples, summary))
+    Ok(summary)
 }
 
 /// The scenario's expectations that `r` does not meet.
