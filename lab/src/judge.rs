@@ -13,6 +13,7 @@ use crate::report::{Report, SampleResult, Summary, Walk};
 use crate::verdict::Verdict;
 use kmodel::event::EventKind;
 use kmodel::types::{Cookie, Tid};
+use kmodel::unwind::{Method, Stop};
 
 /// What the lab saw at a sampling NMI.
 pub(crate) struct SampleInfo {
@@ -54,25 +55,47 @@ fn lost_reason(guest: &GuestRun, cancelled: &[String], delivered_empty: bool) ->
     }
 }
 
+/// A faultable walk of the kernel model, as its `unwind` event logged it:
+/// what found each entry, why it ended, the event's `seq` and its number of
+/// entries.
+#[derive(Clone, Copy)]
+struct OwnWalk<'k> {
+    /// The method that found each entry after the PC.
+    methods: &'k [Method],
+    /// Why it ended.
+    stop: &'k Stop,
+    /// The event's `seq`.
+    seq: u64,
+    /// Its number of entries.
+    nr: usize,
+}
+
+impl OwnWalk<'_> {
+    /// The walk as a report holds it.
+    fn walk(&self) -> Walk {
+        Walk { methods: self.methods.to_vec(), stop: self.stop.clone() }
+    }
+}
+
 /// The walk behind each deferred callback, by task and cookie: the latest
 /// `unwind` event of the task before the callback in the same kernel entry
 /// (a cached trace serves every callback of one entry; `unwind_reset_info()`
-/// ends it), with that event's `seq` and its number of entries.
-fn walks(k: &Kernel) -> BTreeMap<(Tid, Cookie), (Walk, u64, usize)> {
-    let mut last: BTreeMap<Tid, (Walk, u64, usize)> = BTreeMap::new();
+/// ends it).
+fn walks(k: &Kernel) -> BTreeMap<(Tid, Cookie), OwnWalk<'_>> {
+    let mut last: BTreeMap<Tid, OwnWalk<'_>> = BTreeMap::new();
     let mut out = BTreeMap::new();
     for e in k.events() {
         let Some(tid) = e.tid else { continue };
         match &e.kind {
             EventKind::Unwind { methods, stop, faultable: true, nr, .. } => {
-                last.insert(tid, (Walk { methods: methods.clone(), stop: stop.clone() }, e.seq, *nr));
+                last.insert(tid, OwnWalk { methods, stop, seq: e.seq, nr: *nr });
             }
             EventKind::Reset { .. } => {
                 last.remove(&tid);
             }
             EventKind::Callback { cookie, .. } => {
-                if let Some(walk) = last.get(&tid) {
-                    out.entry((tid, *cookie)).or_insert_with(|| walk.clone());
+                if let Some(&walk) = last.get(&tid) {
+                    out.entry((tid, *cookie)).or_insert(walk);
                 }
             }
             _ => {}
@@ -96,16 +119,16 @@ fn renamed(buffers: &[Vec<PerfRecord>], s: &StitchedSample) -> Option<kmodel::ty
 /// What judging needs of a finished run that no unwinder changes, made
 /// once however many unwinders are judged: each perf session's records
 /// stitched into samples, and the walk behind each deferred callback.
-pub(crate) struct Stitched {
+pub(crate) struct Stitched<'k> {
     /// Per perf session (as `k.tracers().perf`), its stitched samples.
     sessions: Vec<Vec<StitchedSample>>,
-    /// [`walks`] of the run.
-    walks: BTreeMap<(Tid, Cookie), (Walk, u64, usize)>,
+    /// [`walks`] of the run, borrowed from its events.
+    walks: BTreeMap<(Tid, Cookie), OwnWalk<'k>>,
 }
 
-impl Stitched {
+impl Stitched<'_> {
     /// Stitches the perf sessions of `k`.
-    pub(crate) fn new(k: &Kernel) -> Stitched {
+    pub(crate) fn new(k: &Kernel) -> Stitched<'_> {
         Stitched { sessions: k.tracers().perf.iter().map(|p| stitch(&p.buffers)).collect(), walks: walks(k) }
     }
 }
@@ -135,7 +158,7 @@ impl Judged {
 /// `k`); the summary has the verdict counts filled in.
 pub(crate) fn samples(
     k: &Kernel,
-    stitched: &Stitched,
+    stitched: &Stitched<'_>,
     taken: &BTreeMap<u64, SampleInfo>,
     guests: &[GuestRun],
     cancelled: &[String],
@@ -170,7 +193,7 @@ pub(crate) fn samples(
 /// beside it.
 pub(crate) fn extra_stacks(
     k: &Kernel,
-    stitched: &Stitched,
+    stitched: &Stitched<'_>,
     taken: &BTreeMap<u64, SampleInfo>,
     guests: &[GuestRun],
     cancelled: &[String],
@@ -182,22 +205,21 @@ pub(crate) fn extra_stacks(
 }
 
 /// The delivered stack of `s` and its walk as extra configuration `extra`
-/// made it, given the model's own walk behind it (`own`: the walk, its
-/// event's `seq` and its number of entries).
+/// made it, given the model's own walk behind it (`own`).
 fn extra_stack(
     k: &Kernel,
     s: &StitchedSample,
-    own: Option<&(Walk, u64, usize)>,
+    own: Option<&OwnWalk<'_>>,
     extra: usize,
 ) -> Result<(Option<Vec<u64>>, Option<Walk>), String> {
-    let trace = own.and_then(|&(_, seq, _)| k.extra_walks().at(seq)).and_then(|w| w.traces.get(extra));
+    let trace = own.and_then(|own| k.extra_walks().at(own.seq)).and_then(|w| w.traces.get(extra));
     let walk = trace.map(|t| Walk { methods: t.methods.clone(), stop: t.stop.clone() });
     // No stack, or an empty one: lost alike for every unwinder.
     let Some(ips) = s.user.as_ref().filter(|ips| !ips.is_empty()) else {
         return Ok((s.user.clone(), walk));
     };
     // The stack the model's own walk delivered: that walk's length.
-    match trace.filter(|_| own.is_some_and(|&(_, _, nr)| nr == ips.len())) {
+    match trace.filter(|_| own.is_some_and(|own| own.nr == ips.len())) {
         Some(t) => Ok((Some(t.entries.clone()), walk)),
         None => Err(format!(
             "sample {}'s user stack came from no faultable walk of the kernel model, so no other unwinder walked \
@@ -213,7 +235,7 @@ fn extra_stack(
 /// saw at its NMI and its guest; returns the verdict counts.
 fn judge(
     k: &Kernel,
-    stitched: &Stitched,
+    stitched: &Stitched<'_>,
     taken: &BTreeMap<u64, SampleInfo>,
     guests: &[GuestRun],
     cancelled: &[String],
@@ -227,7 +249,7 @@ fn judge(
             let guest = &guests[info.guest];
             let own = s.cookie.and_then(|cookie| stitched.walks.get(&(s.tid, cookie)));
             let (user, walk) = match extra {
-                None => (s.user.clone(), own.map(|(walk, ..)| walk.clone())),
+                None => (s.user.clone(), own.map(OwnWalk::walk)),
                 Some(extra) => extra_stack(k, s, own, extra)?,
             };
             let verdict = match &user {

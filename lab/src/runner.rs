@@ -126,14 +126,7 @@ pub(crate) fn run_for_extra_stacks(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<(Report, Vec<Result<ExtraStacks, String>>), RunError> {
     let run = execute(scenario, progress, false, extra)?;
-    let stitched = crate::judge::Stitched::new(&run.k);
-    let stacks: Vec<Result<(Vec<crate::judge::Judged>, Summary), String>> = (0..extra.len())
-        .map(|n| match run.k.extra_walks().diverged.get(n).cloned().flatten() {
-            Some(why) => Err(why),
-            None => crate::judge::extra_stacks(&run.k, &stitched, &run.samples, &run.guests, &run.cancelled, n),
-        })
-        .collect();
-    let report = report(run, &stitched, false);
+    let (report, stacks) = report(run, false, extra.len());
     let stacks = stacks
         .into_iter()
         .map(|v| {
@@ -158,8 +151,7 @@ pub(crate) fn run_for_extra_stacks(
 /// `full`: the log and the in-NMI probe too (see [`run_for_verdicts`]).
 fn run_inner(scenario: &Scenario, progress: &mut dyn FnMut(Progress), full: bool) -> Result<Report, RunError> {
     let run = execute(scenario, progress, full, &[])?;
-    let stitched = crate::judge::Stitched::new(&run.k);
-    Ok(report(run, &stitched, full))
+    Ok(report(run, full, 0).0)
 }
 
 /// Runs `scenario` to the end (`full`: see [`run_inner`]; `extra`: see
@@ -221,10 +213,26 @@ fn symbols(run: &Run<'_>) -> BTreeMap<String, GuestSymbols> {
     out
 }
 
-/// The report of a finished run (`stitched`: its perf records).
-fn report(mut run: Run<'_>, stitched: &crate::judge::Stitched, with_log: bool) -> Report {
+/// An extra unwinder order's stacks and verdict counts, or why they cannot
+/// stand for a run of its own ([`run_for_extra_stacks`]).
+type Extra = Result<(Vec<crate::judge::Judged>, Summary), String>;
+
+/// The report of a finished run, and the stacks of its first `extra`
+/// extra unwinder orders: the perf records stitched once for all.
+fn report(mut run: Run<'_>, with_log: bool, extra: usize) -> (Report, Vec<Extra>) {
     let symbols = symbols(&run);
-    let (samples, mut summary) = crate::judge::samples(&run.k, stitched, &run.samples, &run.guests, &run.cancelled);
+    let (samples, mut summary, extras) = {
+        let stitched = crate::judge::Stitched::new(&run.k);
+        let (k, taken, guests, cancelled) = (&run.k, &run.samples, &run.guests, &run.cancelled);
+        let extras: Vec<Extra> = (0..extra)
+            .map(|n| match k.extra_walks().diverged.get(n).cloned().flatten() {
+                Some(why) => Err(why),
+                None => crate::judge::extra_stacks(k, &stitched, taken, guests, cancelled, n),
+            })
+            .collect();
+        let (samples, summary) = crate::judge::samples(k, &stitched, taken, guests, cancelled);
+        (samples, summary, extras)
+    };
     let k = &mut run.k;
     summary.samples = k.tracers().samples;
     summary.bytes_written = k.tracers().perf_bytes();
@@ -278,5 +286,5 @@ fn report(mut run: Run<'_>, stitched: &crate::judge::Stitched, with_log: bool) -
         symbols,
     };
     report.expectation_failures = crate::judge::expectations(&report);
-    report
+    (report, extras)
 }
