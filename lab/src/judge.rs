@@ -13,7 +13,7 @@ use crate::report::{Report, SampleResult, Summary, Walk};
 use crate::verdict::Verdict;
 use kmodel::event::EventKind;
 use kmodel::types::{Cookie, Tid};
-use kmodel::unwind::{Method, Stop};
+use kmodel::unwind::{ExtraWalks, Method, Stop};
 
 /// What the lab saw at a sampling NMI.
 pub(crate) struct SampleInfo {
@@ -126,7 +126,13 @@ pub(crate) struct Stitched<'k> {
     walks: BTreeMap<(Tid, Cookie), OwnWalk<'k>>,
 }
 
-impl Stitched<'_> {
+impl<'k> Stitched<'k> {
+    /// The model's own walk behind stitched sample `s`, if a deferred
+    /// callback delivered its stack.
+    fn own(&self, s: &StitchedSample) -> Option<&OwnWalk<'k>> {
+        s.cookie.and_then(|cookie| self.walks.get(&(s.tid, cookie)))
+    }
+
     /// Stitches the perf sessions of `k`.
     pub(crate) fn new(k: &Kernel) -> Stitched<'_> {
         Stitched { sessions: k.tracers().perf.iter().map(|p| stitch(&p.buffers)).collect(), walks: walks(k) }
@@ -185,47 +191,93 @@ pub(crate) fn samples(
 }
 
 /// The stacks of the model's extra unwinder configuration `extra`
-/// (`KernelOptions::extra_unwinders`) in place of its own, one per sample
-/// [`samples`] gives, in its order: each deferred stack is that
-/// configuration's walk at the same point, so the verdicts are those a run
-/// with it alone gives. Fails, saying why, if a stack came from no
-/// faultable walk of the model (an in-NMI walk): no extra walk stands
-/// beside it.
+/// (`KernelOptions::extra_unwinders`; `walks`: the kernel's, taken from it
+/// with `Kernel::take_extra_walks`, whose traces of `extra` this moves out)
+/// in place of its own, one per sample [`samples`] gives, in its order:
+/// each deferred stack is that configuration's walk at the same point, so
+/// the verdicts are those a run with it alone gives. Fails, saying why, if
+/// a stack came from no faultable walk of the model (an in-NMI walk): no
+/// extra walk stands beside it.
 pub(crate) fn extra_stacks(
     k: &Kernel,
     stitched: &Stitched<'_>,
     taken: &BTreeMap<u64, SampleInfo>,
     guests: &[GuestRun],
     cancelled: &[String],
+    walks: &mut ExtraWalks,
     extra: usize,
 ) -> Result<(Vec<Judged>, Summary), String> {
+    // How many samples read each extra walk (a cached trace serves every
+    // callback of its kernel entry): the last one moves its trace.
+    let mut uses = vec![0u32; walks.walks.len()];
+    for s in stitched.sessions.iter().flatten().filter(|s| taken.contains_key(&s.sample)) {
+        if let Some(at) = stitched.own(s).and_then(|own| index(walks, own.seq)) {
+            uses[at] += 1;
+        }
+    }
+    let mut source = ExtraSource { walks, extra, uses };
     let mut stacks = Vec::new();
-    let summary = judge(k, stitched, taken, guests, cancelled, Some(extra), |_, _, _, _, judged| stacks.push(judged))?;
+    let summary =
+        judge(k, stitched, taken, guests, cancelled, Some(&mut source), |_, _, _, _, judged| stacks.push(judged))?;
     Ok((stacks, summary))
 }
 
-/// The delivered stack of `s` and its walk as extra configuration `extra`
-/// made it, given the model's own walk behind it (`own`).
-fn extra_stack(
-    k: &Kernel,
-    s: &StitchedSample,
-    own: Option<&OwnWalk<'_>>,
+/// Where in `walks` the extra walks beside the model's walk logged as
+/// event `seq` are.
+fn index(walks: &ExtraWalks, seq: u64) -> Option<usize> {
+    walks.walks.binary_search_by_key(&seq, |w| w.event).ok()
+}
+
+/// The traces of one extra configuration, handed out sample by sample:
+/// copied while another sample will read the same trace, moved to its
+/// last reader.
+struct ExtraSource<'w> {
+    /// The kernel's extra walks.
+    walks: &'w mut ExtraWalks,
+    /// Which configuration.
     extra: usize,
-) -> Result<(Option<Vec<u64>>, Option<Walk>), String> {
-    let trace = own.and_then(|own| k.extra_walks().at(own.seq)).and_then(|w| w.traces.get(extra));
-    let walk = trace.map(|t| Walk { methods: t.methods.clone(), stop: t.stop.clone() });
-    // No stack, or an empty one: lost alike for every unwinder.
-    let Some(ips) = s.user.as_ref().filter(|ips| !ips.is_empty()) else {
-        return Ok((s.user.clone(), walk));
-    };
-    // The stack the model's own walk delivered: that walk's length.
-    match trace.filter(|_| own.is_some_and(|own| own.nr == ips.len())) {
-        Some(t) => Ok((Some(t.entries.clone()), walk)),
-        None => Err(format!(
-            "sample {}'s user stack came from no faultable walk of the kernel model, so no other unwinder walked \
-             beside it",
-            s.sample
-        )),
+    /// Per extra walk, how many samples have yet to read it.
+    uses: Vec<u32>,
+}
+
+impl ExtraSource<'_> {
+    /// The delivered stack of `s` and its walk as this configuration made
+    /// it, given the model's own walk behind it (`own`).
+    fn stack(
+        &mut self,
+        s: &StitchedSample,
+        own: Option<&OwnWalk<'_>>,
+    ) -> Result<(Option<Vec<u64>>, Option<Walk>), String> {
+        let at = own.and_then(|own| index(self.walks, own.seq));
+        let last = at.is_some_and(|at| {
+            self.uses[at] -= 1;
+            self.uses[at] == 0
+        });
+        let trace = at.and_then(|at| self.walks.walks[at].traces.get_mut(self.extra));
+        let (entries, walk) = match trace {
+            Some(t) if last => (
+                Some(std::mem::take(&mut t.entries)),
+                Some(Walk {
+                    methods: std::mem::take(&mut t.methods),
+                    stop: std::mem::replace(&mut t.stop, Stop::Outermost),
+                }),
+            ),
+            Some(t) => (Some(t.entries.clone()), Some(Walk { methods: t.methods.clone(), stop: t.stop.clone() })),
+            None => (None, None),
+        };
+        // No stack, or an empty one: lost alike for every unwinder.
+        let Some(ips) = s.user.as_ref().filter(|ips| !ips.is_empty()) else {
+            return Ok((s.user.clone(), walk));
+        };
+        // The stack the model's own walk delivered: that walk's length.
+        match entries.filter(|_| own.is_some_and(|own| own.nr == ips.len())) {
+            Some(entries) => Ok((Some(entries), walk)),
+            None => Err(format!(
+                "sample {}'s user stack came from no faultable walk of the kernel model, so no other unwinder \
+                 walked beside it",
+                s.sample
+            )),
+        }
     }
 }
 
@@ -239,7 +291,7 @@ fn judge(
     taken: &BTreeMap<u64, SampleInfo>,
     guests: &[GuestRun],
     cancelled: &[String],
-    extra: Option<usize>,
+    mut extra: Option<&mut ExtraSource<'_>>,
     mut each: impl FnMut(&str, &StitchedSample, &SampleInfo, &GuestRun, Judged),
 ) -> Result<Summary, String> {
     let mut summary = Summary::default();
@@ -247,10 +299,10 @@ fn judge(
         for s in samples {
             let Some(info) = taken.get(&s.sample) else { continue };
             let guest = &guests[info.guest];
-            let own = s.cookie.and_then(|cookie| stitched.walks.get(&(s.tid, cookie)));
-            let (user, walk) = match extra {
+            let own = stitched.own(s);
+            let (user, walk) = match extra.as_deref_mut() {
                 None => (s.user.clone(), own.map(OwnWalk::walk)),
-                Some(extra) => extra_stack(k, s, own, extra)?,
+                Some(extra) => extra.stack(s, own)?,
             };
             let verdict = match &user {
                 Some(ips) if !ips.is_empty() => Verdict::judge(ips, &info.truth),

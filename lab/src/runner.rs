@@ -221,13 +221,15 @@ type Extra = Result<(Vec<crate::judge::Judged>, Summary), String>;
 /// extra unwinder orders: the perf records stitched once for all.
 fn report(mut run: Run<'_>, with_log: bool, extra: usize) -> (Report, Vec<Extra>) {
     let symbols = symbols(&run);
+    // Done with the model: its extra walks' traces move into the stacks.
+    let mut walks = run.k.take_extra_walks();
     let (samples, mut summary, extras) = {
         let stitched = crate::judge::Stitched::new(&run.k);
         let (k, taken, guests, cancelled) = (&run.k, &run.samples, &run.guests, &run.cancelled);
         let extras: Vec<Extra> = (0..extra)
-            .map(|n| match k.extra_walks().diverged.get(n).cloned().flatten() {
+            .map(|n| match walks.diverged.get(n).cloned().flatten() {
                 Some(why) => Err(why),
-                None => crate::judge::extra_stacks(k, &stitched, taken, guests, cancelled, n),
+                None => crate::judge::extra_stacks(k, &stitched, taken, guests, cancelled, &mut walks, n),
             })
             .collect();
         let (samples, summary) = crate::judge::samples(k, &stitched, taken, guests, cancelled);
