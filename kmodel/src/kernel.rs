@@ -377,6 +377,12 @@ impl Kernel {
         &self.extra
     }
 
+    /// [`Kernel::extra_walks`], leaving none: for a host that is done with
+    /// the kernel and keeps the traces (moved, not copied).
+    pub fn take_extra_walks(&mut self) -> ExtraWalks {
+        std::mem::take(&mut self.extra)
+    }
+
     /// The event log so far.
     pub fn events(&self) -> &[Event] {
         &self.events

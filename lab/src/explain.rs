@@ -159,6 +159,44 @@ fn place_of(names: &Names<'_>, at: Option<&Located<'_>>, pc: u64) -> (String, St
 
 /// Explains sample `s` of `report` if its stack is truncated or wrong.
 pub fn explain(report: &Report, s: &SampleResult) -> Option<Explanation> {
+    explain_in(report, s, true)
+}
+
+/// Where and why sample `s` of `report` left the truth, without the words:
+/// what groups it with others (cause, function) and where (depth, PC).
+/// Validate classifies every sample this way and words only the first of
+/// each group ([`explain`]): the reasons, rows and names of the rest would
+/// be dropped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Class {
+    /// The kind of cause.
+    pub(crate) cause: Cause,
+    /// The function, as [`Explanation::function`].
+    pub(crate) function: String,
+    /// The PC, as [`Explanation::pc`].
+    pub(crate) pc: u64,
+}
+
+/// Classifies sample `s` of `report` if its stack is truncated or wrong:
+/// the same cause, function and PC as [`explain`] gives, at a fraction of
+/// the cost.
+pub(crate) fn classify(report: &Report, s: &SampleResult) -> Option<Class> {
+    explain_in(report, s, false).map(|e| Class { cause: e.cause, function: e.function, pc: e.pc })
+}
+
+/// `f`'s words where they are wanted (`words`), else nothing: a
+/// classification renders no text.
+fn say(words: bool, f: impl FnOnce() -> String) -> String {
+    if words {
+        f()
+    } else {
+        String::new()
+    }
+}
+
+/// [`explain`] (`words`), or [`classify`]'s cause, function and PC with
+/// every text field empty (`!words`).
+fn explain_in(report: &Report, s: &SampleResult, words: bool) -> Option<Explanation> {
     let diverged = match s.verdict {
         Verdict::Truncated { frames, .. } => frames,
         Verdict::Wrong { frame, .. } => frame,
@@ -190,7 +228,7 @@ pub fn explain(report: &Report, s: &SampleResult) -> Option<Explanation> {
     let at = names.locate(pc);
     let code = at.as_ref().and_then(|l| l.code.map(|c| (l, c)));
     let (mut place, mut function) = place_of(&names, at.as_ref(), pc);
-    let sframe_row = code.and_then(|(l, c)| c.sframe_row(l.link));
+    let sframe_row = code.filter(|_| words).and_then(|(l, c)| c.sframe_row(l.link));
     // A return address that is not in the function of its call: the call to
     // a noreturn function was the last instruction of its caller. Only a
     // known function at the call says so: unnamed places all differ.
@@ -198,20 +236,26 @@ pub fn explain(report: &Report, s: &SampleResult) -> Option<Explanation> {
     let past_call = caller.filter(|f| frame > 0 && names.known_function(pc).as_ref() != Some(f)).map(|f| {
         // Grouped under the function that makes the call, at its last byte.
         (place, function) = (names.name(pc.wrapping_sub(1)), f.clone());
-        format!(
-            "the return address lies just past the end of {f} (its last instruction calls a function that \
-             never returns); the kernel looks callers up at the return address, not at the call"
-        )
+        say(words, || {
+            format!(
+                "the return address lies just past the end of {f} (its last instruction calls a function that \
+                 never returns); the kernel looks callers up at the return address, not at the call"
+            )
+        })
     });
     let trampoline = match names.known_function(pc) {
-        Some(f) if TRAMPOLINES.contains(&f.rsplit('!').next().unwrap_or(&f)) => Some(format!(
-            "{f} is a signal trampoline: its caller is the interrupted code, saved in the signal frame, and a \
-             signal frame's rule is register-based, which the kernel applies only to the topmost frame"
-        )),
+        Some(f) if TRAMPOLINES.contains(&f.rsplit('!').next().unwrap_or(&f)) => Some(say(words, || {
+            format!(
+                "{f} is a signal trampoline: its caller is the interrupted code, saved in the signal frame, and a \
+                 signal frame's rule is register-based, which the kernel applies only to the topmost frame"
+            )
+        })),
         _ => names.trampoline_offset(pc).map(|_| {
-            "this is the kernel's sigreturn trampoline in the [vdso], which no .sframe covers: its caller is the \
-             interrupted code, saved in the signal frame"
-                .to_string()
+            say(words, || {
+                "this is the kernel's sigreturn trampoline in the [vdso], which no .sframe covers: its caller is \
+                 the interrupted code, saved in the signal frame"
+                    .to_string()
+            })
         }),
     };
     let methods = s.walk.as_ref().map(|w| w.methods.as_slice()).unwrap_or_default();
@@ -227,36 +271,45 @@ pub fn explain(report: &Report, s: &SampleResult) -> Option<Explanation> {
         (Verdict::Truncated { .. }, None, None) => match &s.walk {
             Some(walk) => {
                 let sframe = report.scenario.kernel.unwinders.contains(&Method::Sframe);
-                stop_cause(&walk.stop, sframe, code.map(|(l, c)| (l.file, l.link, c)))
+                stop_cause(&walk.stop, sframe, code.map(|(l, c)| (l.file, l.link, c)), words)
             }
-            None => (Cause::FpEnded, "the walk stopped here".into()),
+            None => (Cause::FpEnded, say(words, || "the walk stopped here".into())),
         },
         (Verdict::Wrong { .. }, None, None) => {
             let sframe_first = report.scenario.kernel.unwinders.first() == Some(&Method::Sframe);
-            let callers = format!(
-                "it gave {} where the truth is {}",
-                got.map_or("nothing".into(), |g| names.name(g)),
-                expected.map_or("the end of the stack".into(), |e| names.name(e))
-            );
+            let callers = say(words, || {
+                format!(
+                    "it gave {} where the truth is {}",
+                    got.map_or("nothing".into(), |g| names.name(g)),
+                    expected.map_or("the end of the stack".into(), |e| names.name(e))
+                )
+            });
             match (methods.get(frame), fallback) {
                 (Some(Method::Fp), _) if sframe_first => (
                     Cause::FpWrong,
-                    format!(
-                        "no SFrame row applied here{}, and the frame-pointer fallback found a wrong caller: {callers}",
-                        no_cfi_note(code.map(|(l, c)| (l.link, c)))
-                    ),
+                    say(words, || {
+                        format!(
+                            "no SFrame row applied here{}, and the frame-pointer fallback found a wrong caller: \
+                             {callers}",
+                            no_cfi_note(code.map(|(l, c)| (l.link, c)))
+                        )
+                    }),
                 ),
                 (Some(Method::Fp), _) => (
                     Cause::FpWrong,
-                    format!("frame pointers found a wrong caller (this code keeps no frame pointer): {callers}"),
+                    say(words, || {
+                        format!("frame pointers found a wrong caller (this code keeps no frame pointer): {callers}")
+                    }),
                 ),
                 (_, Some(at)) => (
                     Cause::FpAstray,
-                    format!(
-                        "the walk went astray after frame {at} ({}) was unwound by frame pointers, \
-                         which left a wrong stack or frame pointer",
-                        names.function(s.truth[at])
-                    ),
+                    say(words, || {
+                        format!(
+                            "the walk went astray after frame {at} ({}) was unwound by frame pointers, \
+                             which left a wrong stack or frame pointer",
+                            names.function(s.truth[at])
+                        )
+                    }),
                 ),
                 _ => {
                     // The first frame up to here whose row contradicts its
@@ -270,12 +323,15 @@ pub fn explain(report: &Report, s: &SampleResult) -> Option<Explanation> {
                         Some((at, l, (row, cfi))) if at < frame => {
                             (place, function) = place_of(&names, Some(&l), s.truth[at]);
                             (frame_at, sframe_row, cfi_row) = (at, Some(row.clone()), Some(cfi.clone()));
-                            let reason = format!(
-                                "the SFrame row of frame {at} disagrees with its CFI: {row}; the CFI says {cfi}; \
-                                 the walk went on from a wrong CFA and, at frame {frame}, {callers}"
-                            );
+                            let reason = say(words, || {
+                                format!(
+                                    "the SFrame row of frame {at} disagrees with its CFI: {row}; the CFI says {cfi}; \
+                                     the walk went on from a wrong CFA and, at frame {frame}, {callers}"
+                                )
+                            });
                             (Cause::WrongRow, reason)
                         }
+                        _ if !words => (Cause::WrongRow, String::new()),
                         _ => {
                             cfi_row = code.and_then(|(l, c)| c.cfi_row(l.link));
                             let row = sframe_row.as_deref().unwrap_or("a row of a section not in the file");
@@ -294,11 +350,11 @@ pub fn explain(report: &Report, s: &SampleResult) -> Option<Explanation> {
     // A wrong row: what the truth is, next to the rows.
     let truth = (cause == Cause::WrongRow).then(|| true_frame(report.scenario.machine.arch, s, frame_at)).flatten();
     let reason = match truth {
-        Some((cfa, slot, ra)) => {
+        Some((cfa, slot, ra)) if words => {
             let slot = slot.map_or(String::new(), |slot| format!(" at {slot:#x}"));
             format!("{reason}; true CFA {cfa:#x}, RA{slot} = {}", names.name(ra))
         }
-        None => reason,
+        _ => reason,
     };
     let (pc, at) = (s.truth[frame_at], names.locate(s.truth[frame_at]));
     Some(Explanation {
@@ -330,17 +386,19 @@ fn no_cfi_note(code: Option<(u64, &sframe::elf::compare::ObjectCode)>) -> &'stat
 /// Why a walk that ended early ended, as a cause and words: the model's
 /// stop, and for a missing SFrame row (`sframe`: the walk may use SFrame),
 /// whether the file has CFI there (the object's `file` name, the PC's
-/// `link` address, its code facts).
+/// `link` address, its code facts); the words empty unless `say` (see
+/// [`classify`]).
 fn stop_cause(
     stop: &Stop,
     sframe: bool,
     code: Option<(&str, u64, &sframe::elf::compare::ObjectCode)>,
+    say: bool,
 ) -> (Cause, String) {
-    let mut words = stop_in_words(stop);
+    let mut words = self::say(say, || stop_in_words(stop));
     match stop {
         Stop::NoMethod { misses } if sframe => {
             // The walk tries SFrame only where some section is registered.
-            if !misses.iter().any(|m| m.method == Method::Sframe) {
+            if say && !misses.iter().any(|m| m.method == Method::Sframe) {
                 words = match misses.iter().find(|m| m.method == Method::Fp) {
                     Some(fp) => format!(
                         "no SFrame for it (no .sframe section is registered in this process), \
@@ -352,6 +410,7 @@ fn stop_cause(
             }
             match code {
                 Some((file, link, c)) => match c.gap_at(link) {
+                    Some(_) if !say => (Cause::NoCfi, words),
                     Some(gap) => {
                         let (text, covered) = c.fde_coverage();
                         (
@@ -366,7 +425,10 @@ fn stop_cause(
                             ),
                         )
                     }
-                    None if c.fde_at(link).is_none() => (Cause::NoCfi, format!("no FDE covers this PC, so {words}")),
+                    None if c.fde_at(link).is_none() => {
+                        (Cause::NoCfi, self::say(say, || format!("no FDE covers this PC, so {words}")))
+                    }
+                    None if !say => (Cause::NoSection, words),
                     None => {
                         let (start, size) = c.fde_at(link).unwrap_or_default();
                         let own = match c.sframe_version() {

@@ -13,6 +13,7 @@ use crate::report::{Report, SampleResult, Summary, Walk};
 use crate::verdict::Verdict;
 use kmodel::event::EventKind;
 use kmodel::types::{Cookie, Tid};
+use kmodel::unwind::{ExtraWalks, Method, Stop};
 
 /// What the lab saw at a sampling NMI.
 pub(crate) struct SampleInfo {
@@ -54,25 +55,47 @@ fn lost_reason(guest: &GuestRun, cancelled: &[String], delivered_empty: bool) ->
     }
 }
 
+/// A faultable walk of the kernel model, as its `unwind` event logged it:
+/// what found each entry, why it ended, the event's `seq` and its number of
+/// entries.
+#[derive(Clone, Copy)]
+struct OwnWalk<'k> {
+    /// The method that found each entry after the PC.
+    methods: &'k [Method],
+    /// Why it ended.
+    stop: &'k Stop,
+    /// The event's `seq`.
+    seq: u64,
+    /// Its number of entries.
+    nr: usize,
+}
+
+impl OwnWalk<'_> {
+    /// The walk as a report holds it.
+    fn walk(&self) -> Walk {
+        Walk { methods: self.methods.to_vec(), stop: self.stop.clone() }
+    }
+}
+
 /// The walk behind each deferred callback, by task and cookie: the latest
 /// `unwind` event of the task before the callback in the same kernel entry
 /// (a cached trace serves every callback of one entry; `unwind_reset_info()`
-/// ends it), with that event's `seq` and its number of entries.
-fn walks(k: &Kernel) -> BTreeMap<(Tid, Cookie), (Walk, u64, usize)> {
-    let mut last: BTreeMap<Tid, (Walk, u64, usize)> = BTreeMap::new();
+/// ends it).
+fn walks(k: &Kernel) -> BTreeMap<(Tid, Cookie), OwnWalk<'_>> {
+    let mut last: BTreeMap<Tid, OwnWalk<'_>> = BTreeMap::new();
     let mut out = BTreeMap::new();
     for e in k.events() {
         let Some(tid) = e.tid else { continue };
         match &e.kind {
             EventKind::Unwind { methods, stop, faultable: true, nr, .. } => {
-                last.insert(tid, (Walk { methods: methods.clone(), stop: stop.clone() }, e.seq, *nr));
+                last.insert(tid, OwnWalk { methods, stop, seq: e.seq, nr: *nr });
             }
             EventKind::Reset { .. } => {
                 last.remove(&tid);
             }
             EventKind::Callback { cookie, .. } => {
-                if let Some(walk) = last.get(&tid) {
-                    out.entry((tid, *cookie)).or_insert_with(|| walk.clone());
+                if let Some(&walk) = last.get(&tid) {
+                    out.entry((tid, *cookie)).or_insert(walk);
                 }
             }
             _ => {}
@@ -93,87 +116,198 @@ fn renamed(buffers: &[Vec<PerfRecord>], s: &StitchedSample) -> Option<kmodel::ty
     })
 }
 
-/// Judges every sample the perf sessions of `k` recorded; the summary has
-/// the verdict counts filled in.
+/// What judging needs of a finished run that no unwinder changes, made
+/// once however many unwinders are judged: each perf session's records
+/// stitched into samples, and the walk behind each deferred callback.
+pub(crate) struct Stitched<'k> {
+    /// Per perf session (as `k.tracers().perf`), its stitched samples.
+    sessions: Vec<Vec<StitchedSample>>,
+    /// [`walks`] of the run, borrowed from its events.
+    walks: BTreeMap<(Tid, Cookie), OwnWalk<'k>>,
+}
+
+impl<'k> Stitched<'k> {
+    /// The model's own walk behind stitched sample `s`, if a deferred
+    /// callback delivered its stack.
+    fn own(&self, s: &StitchedSample) -> Option<&OwnWalk<'k>> {
+        s.cookie.and_then(|cookie| self.walks.get(&(s.tid, cookie)))
+    }
+
+    /// Stitches the perf sessions of `k`.
+    pub(crate) fn new(k: &Kernel) -> Stitched<'_> {
+        Stitched { sessions: k.tracers().perf.iter().map(|p| stitch(&p.buffers)).collect(), walks: walks(k) }
+    }
+}
+
+/// One judged stack of a run's samples, as an unwinder configuration
+/// delivered it: what [`SampleResult`] holds that differs between
+/// unwinders (the rest, such as the truth, does not).
+pub(crate) struct Judged {
+    /// What the tracer got.
+    pub(crate) delivered: Option<Vec<u64>>,
+    /// The walk that made it.
+    pub(crate) walk: Option<Walk>,
+    /// The verdict.
+    pub(crate) verdict: Verdict,
+}
+
+impl Judged {
+    /// `s` with this stack in place of its own.
+    pub(crate) fn put(self, s: &mut SampleResult) {
+        s.delivered = self.delivered;
+        s.walk = self.walk;
+        s.verdict = self.verdict;
+    }
+}
+
+/// Judges every sample the perf sessions of `k` recorded (`stitched`: of
+/// `k`); the summary has the verdict counts filled in.
 pub(crate) fn samples(
     k: &Kernel,
+    stitched: &Stitched<'_>,
     taken: &BTreeMap<u64, SampleInfo>,
     guests: &[GuestRun],
     cancelled: &[String],
 ) -> (Vec<SampleResult>, Summary) {
-    judge(k, taken, guests, cancelled, None).expect("the model's own walks made every stack")
+    let mut samples = Vec::new();
+    let summary = judge(k, stitched, taken, guests, cancelled, None, |session, s, info, guest, judged| {
+        samples.push(SampleResult {
+            sample: s.sample,
+            tracer: session.to_string(),
+            guest: guest.name.clone(),
+            cpu: info.cpu,
+            icount: info.icount,
+            truth: info.truth.clone(),
+            call_sps: info.call_sps.clone(),
+            kernel: s.kernel.clone(),
+            delivered: judged.delivered,
+            deferred_cpu: s.deferred_cpu,
+            walk: judged.walk,
+            verdict: judged.verdict,
+        })
+    })
+    .expect("the model's own walks made every stack");
+    (samples, summary)
 }
 
-/// [`samples`] with the stacks of the model's extra unwinder configuration
-/// `extra` (`KernelOptions::extra_unwinders`) in place of its own: each
-/// deferred stack is that configuration's walk at the same point, so the
-/// verdicts are those a run with it alone gives. Fails, saying why, if a
-/// stack came from no faultable walk of the model (an in-NMI walk): no
+/// The stacks of the model's extra unwinder configuration `extra`
+/// (`KernelOptions::extra_unwinders`; `walks`: the kernel's, taken from it
+/// with `Kernel::take_extra_walks`, whose traces of `extra` this moves out)
+/// in place of its own, one per sample [`samples`] gives, in its order:
+/// each deferred stack is that configuration's walk at the same point, so
+/// the verdicts are those a run with it alone gives. Fails, saying why, if
+/// a stack came from no faultable walk of the model (an in-NMI walk): no
 /// extra walk stands beside it.
-pub(crate) fn extra_samples(
+pub(crate) fn extra_stacks(
     k: &Kernel,
+    stitched: &Stitched<'_>,
     taken: &BTreeMap<u64, SampleInfo>,
     guests: &[GuestRun],
     cancelled: &[String],
+    walks: &mut ExtraWalks,
     extra: usize,
-) -> Result<(Vec<SampleResult>, Summary), String> {
-    judge(k, taken, guests, cancelled, Some(extra))
+) -> Result<(Vec<Judged>, Summary), String> {
+    // How many samples read each extra walk (a cached trace serves every
+    // callback of its kernel entry): the last one moves its trace.
+    let mut uses = vec![0u32; walks.walks.len()];
+    for s in stitched.sessions.iter().flatten().filter(|s| taken.contains_key(&s.sample)) {
+        if let Some(at) = stitched.own(s).and_then(|own| index(walks, own.seq)) {
+            uses[at] += 1;
+        }
+    }
+    let mut source = ExtraSource { walks, extra, uses };
+    let mut stacks = Vec::new();
+    let summary =
+        judge(k, stitched, taken, guests, cancelled, Some(&mut source), |_, _, _, _, judged| stacks.push(judged))?;
+    Ok((stacks, summary))
 }
 
-/// The delivered stack of `s` and its walk as extra configuration `extra`
-/// made it, given the model's own walk behind it (`own`: the walk, its
-/// event's `seq` and its number of entries).
-fn extra_stack(
-    k: &Kernel,
-    s: &StitchedSample,
-    own: Option<&(Walk, u64, usize)>,
+/// Where in `walks` the extra walks beside the model's walk logged as
+/// event `seq` are.
+fn index(walks: &ExtraWalks, seq: u64) -> Option<usize> {
+    walks.walks.binary_search_by_key(&seq, |w| w.event).ok()
+}
+
+/// The traces of one extra configuration, handed out sample by sample:
+/// copied while another sample will read the same trace, moved to its
+/// last reader.
+struct ExtraSource<'w> {
+    /// The kernel's extra walks.
+    walks: &'w mut ExtraWalks,
+    /// Which configuration.
     extra: usize,
-) -> Result<(Option<Vec<u64>>, Option<Walk>), String> {
-    let trace = own.and_then(|&(_, seq, _)| k.extra_walks().at(seq)).and_then(|w| w.traces.get(extra));
-    let walk = trace.map(|t| Walk { methods: t.methods.clone(), stop: t.stop.clone() });
-    // No stack, or an empty one: lost alike for every unwinder.
-    let Some(ips) = s.user.as_ref().filter(|ips| !ips.is_empty()) else {
-        return Ok((s.user.clone(), walk));
-    };
-    // The stack the model's own walk delivered: that walk's length.
-    match trace.filter(|_| own.is_some_and(|&(_, _, nr)| nr == ips.len())) {
-        Some(t) => Ok((Some(t.entries.clone()), walk)),
-        None => Err(format!(
-            "sample {}'s user stack came from no faultable walk of the kernel model, so no other unwinder walked \
-             beside it",
-            s.sample
-        )),
+    /// Per extra walk, how many samples have yet to read it.
+    uses: Vec<u32>,
+}
+
+impl ExtraSource<'_> {
+    /// The delivered stack of `s` and its walk as this configuration made
+    /// it, given the model's own walk behind it (`own`).
+    fn stack(
+        &mut self,
+        s: &StitchedSample,
+        own: Option<&OwnWalk<'_>>,
+    ) -> Result<(Option<Vec<u64>>, Option<Walk>), String> {
+        let at = own.and_then(|own| index(self.walks, own.seq));
+        let last = at.is_some_and(|at| {
+            self.uses[at] -= 1;
+            self.uses[at] == 0
+        });
+        let trace = at.and_then(|at| self.walks.walks[at].traces.get_mut(self.extra));
+        let (entries, walk) = match trace {
+            Some(t) if last => (
+                Some(std::mem::take(&mut t.entries)),
+                Some(Walk {
+                    methods: std::mem::take(&mut t.methods),
+                    stop: std::mem::replace(&mut t.stop, Stop::Outermost),
+                }),
+            ),
+            Some(t) => (Some(t.entries.clone()), Some(Walk { methods: t.methods.clone(), stop: t.stop.clone() })),
+            None => (None, None),
+        };
+        // No stack, or an empty one: lost alike for every unwinder.
+        let Some(ips) = s.user.as_ref().filter(|ips| !ips.is_empty()) else {
+            return Ok((s.user.clone(), walk));
+        };
+        // The stack the model's own walk delivered: that walk's length.
+        match entries.filter(|_| own.is_some_and(|own| own.nr == ips.len())) {
+            Some(entries) => Ok((Some(entries), walk)),
+            None => Err(format!(
+                "sample {}'s user stack came from no faultable walk of the kernel model, so no other unwinder \
+                 walked beside it",
+                s.sample
+            )),
+        }
     }
 }
 
-/// [`samples`] (`extra`: `None`) or [`extra_samples`].
+/// Judges each sample of `stitched` (of `k`) with the model's own stacks
+/// (`extra`: `None`) or those of its extra configuration `extra`, handing
+/// each to `each` with its session's name, stitched sample, what the lab
+/// saw at its NMI and its guest; returns the verdict counts.
 fn judge(
     k: &Kernel,
+    stitched: &Stitched<'_>,
     taken: &BTreeMap<u64, SampleInfo>,
     guests: &[GuestRun],
     cancelled: &[String],
-    extra: Option<usize>,
-) -> Result<(Vec<SampleResult>, Summary), String> {
-    let mut samples = Vec::new();
+    mut extra: Option<&mut ExtraSource<'_>>,
+    mut each: impl FnMut(&str, &StitchedSample, &SampleInfo, &GuestRun, Judged),
+) -> Result<Summary, String> {
     let mut summary = Summary::default();
-    let walks = walks(k);
-    for session in &k.tracers().perf {
-        for mut s in stitch(&session.buffers) {
+    for (session, samples) in k.tracers().perf.iter().zip(&stitched.sessions) {
+        for s in samples {
             let Some(info) = taken.get(&s.sample) else { continue };
             let guest = &guests[info.guest];
-            let own = s.cookie.and_then(|cookie| walks.get(&(s.tid, cookie)));
-            let walk = match extra {
-                None => own.map(|(walk, ..)| walk.clone()),
-                Some(extra) => {
-                    let (user, walk) = extra_stack(k, &s, own, extra)?;
-                    s.user = user;
-                    walk
-                }
+            let own = stitched.own(s);
+            let (user, walk) = match extra.as_deref_mut() {
+                None => (s.user.clone(), own.map(OwnWalk::walk)),
+                Some(extra) => extra.stack(s, own)?,
             };
-            let verdict = match &s.user {
+            let verdict = match &user {
                 Some(ips) if !ips.is_empty() => Verdict::judge(ips, &info.truth),
                 Some(_) => Verdict::Lost { why: lost_reason(guest, cancelled, true) },
-                None => match renamed(&session.buffers, &s) {
+                None => match renamed(&session.buffers, s) {
                     Some(tid) => Verdict::Lost {
                         why: format!(
                             "the deferred record names tid {tid}, the sample {} (an exec by a non-leader thread: exchange_tids())",
@@ -196,23 +330,10 @@ fn judge(
             if !matches!(verdict, Verdict::Lost { .. }) {
                 summary.delivered += 1;
             }
-            samples.push(SampleResult {
-                sample: s.sample,
-                tracer: session.name.to_string(),
-                guest: guest.name.clone(),
-                cpu: info.cpu,
-                icount: info.icount,
-                truth: info.truth.clone(),
-                call_sps: info.call_sps.clone(),
-                kernel: s.kernel.clone(),
-                delivered: s.user.clone(),
-                deferred_cpu: s.deferred_cpu,
-                walk,
-                verdict,
-            });
+            each(&session.name, s, info, guest, Judged { delivered: user, walk, verdict });
         }
     }
-    Ok((samples, summary))
+    Ok(summary)
 }
 
 /// The scenario's expectations that `r` does not meet.

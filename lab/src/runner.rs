@@ -90,19 +90,48 @@ pub fn run_for_verdicts_each(
     extra: &[Vec<Method>],
     progress: &mut dyn FnMut(Progress),
 ) -> Result<(Report, Vec<Result<ExtraVerdicts, String>>), RunError> {
-    let run = execute(scenario, progress, false, extra)?;
-    let verdicts: Vec<Result<(Vec<SampleResult>, Summary), String>> = (0..extra.len())
-        .map(|n| match run.k.extra_walks().diverged.get(n).cloned().flatten() {
-            Some(why) => Err(why),
-            None => crate::judge::extra_samples(&run.k, &run.samples, &run.guests, &run.cancelled, n),
-        })
-        .collect();
-    let report = report(run, false);
-    let verdicts = verdicts
+    let (report, stacks) = run_for_extra_stacks(scenario, extra, progress)?;
+    let verdicts = stacks
         .into_iter()
         .map(|v| {
-            v.map(|(samples, s)| ExtraVerdicts {
-                samples,
+            v.map(|v| {
+                let mut samples = report.samples.clone();
+                for (s, judged) in samples.iter_mut().zip(v.stacks) {
+                    judged.put(s);
+                }
+                ExtraVerdicts { samples, summary: v.summary }
+            })
+        })
+        .collect();
+    Ok((report, verdicts))
+}
+
+/// One extra unwinder order's stacks of a run ([`run_for_extra_stacks`]):
+/// only what differs from the report's own samples, which validate swaps
+/// into them in place rather than copying every sample's truth and names
+/// once per unwinder.
+pub(crate) struct ExtraStacks {
+    /// Per sample of the report, in its order: that order's stack, walk
+    /// and verdict ([`crate::judge::Judged::put`]).
+    pub(crate) stacks: Vec<crate::judge::Judged>,
+    /// The report's summary with that order's verdict counts.
+    pub(crate) summary: Summary,
+}
+
+/// [`run_for_verdicts_each`] with each extra order's stacks alone
+/// ([`ExtraStacks`]). The records are stitched once for every order.
+pub(crate) fn run_for_extra_stacks(
+    scenario: &Scenario,
+    extra: &[Vec<Method>],
+    progress: &mut dyn FnMut(Progress),
+) -> Result<(Report, Vec<Result<ExtraStacks, String>>), RunError> {
+    let run = execute(scenario, progress, false, extra)?;
+    let (report, stacks) = report(run, false, extra.len());
+    let stacks = stacks
+        .into_iter()
+        .map(|v| {
+            v.map(|(stacks, s)| ExtraStacks {
+                stacks,
                 summary: Summary {
                     judged: s.judged,
                     delivered: s.delivered,
@@ -116,13 +145,13 @@ pub fn run_for_verdicts_each(
             })
         })
         .collect();
-    Ok((report, verdicts))
+    Ok((report, stacks))
 }
 
 /// `full`: the log and the in-NMI probe too (see [`run_for_verdicts`]).
 fn run_inner(scenario: &Scenario, progress: &mut dyn FnMut(Progress), full: bool) -> Result<Report, RunError> {
     let run = execute(scenario, progress, full, &[])?;
-    Ok(report(run, full))
+    Ok(report(run, full, 0).0)
 }
 
 /// Runs `scenario` to the end (`full`: see [`run_inner`]; `extra`: see
@@ -184,10 +213,28 @@ fn symbols(run: &Run<'_>) -> BTreeMap<String, GuestSymbols> {
     out
 }
 
-/// The report of a finished run.
-fn report(mut run: Run<'_>, with_log: bool) -> Report {
+/// An extra unwinder order's stacks and verdict counts, or why they cannot
+/// stand for a run of its own ([`run_for_extra_stacks`]).
+type Extra = Result<(Vec<crate::judge::Judged>, Summary), String>;
+
+/// The report of a finished run, and the stacks of its first `extra`
+/// extra unwinder orders: the perf records stitched once for all.
+fn report(mut run: Run<'_>, with_log: bool, extra: usize) -> (Report, Vec<Extra>) {
     let symbols = symbols(&run);
-    let (samples, mut summary) = crate::judge::samples(&run.k, &run.samples, &run.guests, &run.cancelled);
+    // Done with the model: its extra walks' traces move into the stacks.
+    let mut walks = run.k.take_extra_walks();
+    let (samples, mut summary, extras) = {
+        let stitched = crate::judge::Stitched::new(&run.k);
+        let (k, taken, guests, cancelled) = (&run.k, &run.samples, &run.guests, &run.cancelled);
+        let extras: Vec<Extra> = (0..extra)
+            .map(|n| match walks.diverged.get(n).cloned().flatten() {
+                Some(why) => Err(why),
+                None => crate::judge::extra_stacks(k, &stitched, taken, guests, cancelled, &mut walks, n),
+            })
+            .collect();
+        let (samples, summary) = crate::judge::samples(k, &stitched, taken, guests, cancelled);
+        (samples, summary, extras)
+    };
     let k = &mut run.k;
     summary.samples = k.tracers().samples;
     summary.bytes_written = k.tracers().perf_bytes();
@@ -241,5 +288,5 @@ fn report(mut run: Run<'_>, with_log: bool) -> Report {
         symbols,
     };
     report.expectation_failures = crate::judge::expectations(&report);
-    report
+    (report, extras)
 }

@@ -211,15 +211,18 @@ fn validate_runs(
     // per unwinder. Where that one run cannot stand for another unwinder's
     // own (a corrupt section was dropped), that unwinder gets its own run.
     let extra: Vec<Vec<Method>> = if one_run { rest.iter().map(|&u| vec![u]).collect() } else { Vec::new() };
-    let (mut report, extras) = crate::runner::run_for_verdicts_each(&scenario(first), &extra, progress)?;
+    let (mut report, extras) = crate::runner::run_for_extra_stacks(&scenario(first), &extra, progress)?;
     out.insert(first.to_string(), result(&report, source, registration));
     let extras = extras.into_iter().map(Some).chain(std::iter::repeat_with(|| None));
     for (&unwinder, verdicts) in rest.iter().zip(extras) {
         match verdicts {
             Some(Ok(v)) => {
-                // The same run, judged with this unwinder's stacks.
+                // The same run, judged with this unwinder's stacks: only
+                // they change, in place.
                 report.scenario = scenario(unwinder);
-                report.samples = v.samples;
+                for (s, judged) in report.samples.iter_mut().zip(v.stacks) {
+                    judged.put(s);
+                }
                 report.summary = v.summary;
             }
             // Verdicts only: the event log is not shown, so it is not formatted.
@@ -235,17 +238,22 @@ fn validate_runs(
 fn result(report: &crate::report::Report, source: SframeSource, registration: Registration) -> UnwinderResult {
     let mut failures: BTreeMap<(Cause, String), Failure> = BTreeMap::new();
     for s in &report.samples {
-        let Some(why) = crate::explain::explain(report, s) else { continue };
+        // Every sample classified; only each group's first explained in
+        // words (the example), the rest would be dropped.
+        let Some(class) = crate::explain::classify(report, s) else { continue };
         let kind = s.verdict.kind();
-        let pc = why.pc;
-        let group = failures.entry((why.cause, why.function.clone())).or_insert_with(|| Failure {
-            example: why,
-            kind,
-            count: 0,
-            truncated: 0,
-            wrong: 0,
-            pcs: Vec::new(),
-        });
+        let pc = class.pc;
+        let group = match failures.entry((class.cause, class.function)) {
+            std::collections::btree_map::Entry::Occupied(group) => group.into_mut(),
+            std::collections::btree_map::Entry::Vacant(group) => group.insert(Failure {
+                example: crate::explain::explain(report, s).expect("a classified stack is explained"),
+                kind,
+                count: 0,
+                truncated: 0,
+                wrong: 0,
+                pcs: Vec::new(),
+            }),
+        };
         group.count += 1;
         group.truncated += u64::from(kind == "truncated");
         group.wrong += u64::from(kind == "wrong");
