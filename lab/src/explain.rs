@@ -280,7 +280,7 @@ fn explain_in(report: &Report, s: &SampleResult, words: bool) -> Option<Explanat
             let callers = say(words, || {
                 format!(
                     "it gave {} where the truth is {}",
-                    got.map_or("nothing".into(), |g| names.name(g)),
+                    got.map_or("nothing".into(), |g| names.name_or_unmapped(g)),
                     expected.map_or("the end of the stack".into(), |e| names.name(e))
                 )
             });

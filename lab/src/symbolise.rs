@@ -288,6 +288,16 @@ impl<'a> Names<'a> {
         Some(if o.program { name.to_string() } else { format!("{}!{name}", o.file) })
     }
 
+    /// `pc` named as [`Names::name`] does, or, where no object is mapped
+    /// (a walk's wrong guess: a null or garbage return address), the
+    /// address with that said.
+    pub fn name_or_unmapped(&self, pc: u64) -> String {
+        match self.object(pc) {
+            Some(_) => self.name(pc),
+            None => format!("{pc:#x} (no object is mapped there)"),
+        }
+    }
+
     /// The function alone (`libc.so.6!function` outside the guest's
     /// program), or the address.
     pub fn function(&self, pc: u64) -> String {
