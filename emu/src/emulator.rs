@@ -295,14 +295,25 @@ impl Emulator {
         if mode == Access::Faultable {
             self.pages_mut().fault_in(addr, buf.len() as u64);
         }
-        self.uc.mem_read(addr, buf).map_err(|_| MemFault::Unmapped { addr })
+        self.copy_out(addr, buf)
+    }
+
+    /// Copies guest memory the caller has checked straight from the host
+    /// memory the emulator owns (`ram.rs`): no engine call, which matters
+    /// for the kernel model's many small reads of `.sframe` and stacks.
+    fn copy_out(&self, addr: u64, buf: &mut [u8]) -> Result<(), MemFault> {
+        if self.uc.get_data().ram.read(addr, buf) {
+            Ok(())
+        } else {
+            Err(MemFault::Unmapped { addr })
+        }
     }
 
     /// Reads guest memory without faulting and without needing `&mut self`
     /// (an [`Access::NoFault`] read).
     pub fn read_nofault(&self, addr: u64, buf: &mut [u8]) -> Result<(), MemFault> {
         self.pages().check(addr, buf.len() as u64, AccessKind::Read, Access::NoFault)?;
-        self.uc.mem_read(addr, buf).map_err(|_| MemFault::Unmapped { addr })
+        self.copy_out(addr, buf)
     }
 
     /// Reads guest memory as a faultable read would, but leaves a
@@ -312,7 +323,7 @@ impl Emulator {
     /// unmapped or unreadable memory.
     pub fn read_untracked(&self, addr: u64, buf: &mut [u8]) -> Result<(), MemFault> {
         self.pages().check(addr, buf.len() as u64, AccessKind::Read, Access::Faultable)?;
-        self.uc.mem_read(addr, buf).map_err(|_| MemFault::Unmapped { addr })
+        self.copy_out(addr, buf)
     }
 
     /// The 4 KiB page containing `addr`, in place, if an [`Access::NoFault`]

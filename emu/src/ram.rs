@@ -131,6 +131,30 @@ impl Ram {
     }
 }
 
+impl Ram {
+    /// Copies guest memory at `addr` into `buf` straight from the host
+    /// memory behind it (no engine call), across regions; `false` if any
+    /// byte is not mapped. The caller checks permissions and residency.
+    pub(crate) fn read(&self, addr: u64, buf: &mut [u8]) -> bool {
+        let mut done = 0;
+        while done < buf.len() {
+            let at = addr.wrapping_add(done as u64);
+            let Some((&start, region)) = self.regions.range(..=at).next_back() else { return false };
+            if at >= region.end {
+                return false;
+            }
+            let n = ((region.end - at) as usize).min(buf.len() - done);
+            // SAFETY: `at..at + n` lies inside the region, whose host memory
+            // stays mapped while `self` is borrowed; the engine writes it only
+            // while it runs, which needs the emulator mutably.
+            let src = unsafe { std::slice::from_raw_parts(region.host().add((at - start) as usize), n) };
+            buf[done..done + n].copy_from_slice(src);
+            done += n;
+        }
+        true
+    }
+}
+
 /// Maps `start..end` (free in the engine) to fresh zero-filled memory.
 pub(crate) fn map<D: HasRam>(uc: &mut Unicorn<'_, D>, start: u64, end: u64) -> Result<(), uc_error> {
     let map = Rc::new(HostMap::new(end - start)?);
