@@ -196,16 +196,18 @@ pub(crate) fn model_call(
     emu: &mut Emulator,
     record: &emu::SyscallRecord,
 ) -> Result<Option<i64>, emu::Error> {
+    // Every system call stops here: the areas are copied only for these.
+    if !matches!(record.name, "prctl" | "sframe_register" | "sframe_unregister") {
+        return Ok(None);
+    }
     let a = record.args;
     let vmas = emu_vmas(emu.pages());
     let ret = {
         let mem = emu.user_memory();
         if record.name == "prctl" {
             k.prctl_sframe(tid, &mem, &vmas, a[0], [a[1], a[2], a[3], a[4]])
-        } else if matches!(record.name, "sframe_register" | "sframe_unregister") {
-            k.sframe_syscall(tid, &mem, &vmas, record.nr, [a[0], a[1]])
         } else {
-            None
+            k.sframe_syscall(tid, &mem, &vmas, record.nr, [a[0], a[1]])
         }
     };
     if let Some(ret) = ret {
