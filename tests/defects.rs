@@ -15,7 +15,7 @@ use std::process::Command;
 
 use kmodel::unwind::Method;
 use lab::explain::Cause;
-use lab::validate::{validate_sframe, SframeSource};
+use lab::validate::{validate_sframe, Plan, SframeSource};
 use sframe::elf::{self, compare, inject};
 use sframe::write::generate::{generate, Cfi};
 use sframe::write::{encode, Word};
@@ -114,8 +114,8 @@ fn validate_and_compare_name_each_defect() {
         }
 
         // Running: each defect named with its cause, function and PC.
-        let results =
-            validate_sframe(&defective, None, &[], 97, &[Method::Sframe], SframeSource::Own, &mut |_| {}).unwrap();
+        let plan = Plan { every: 97, unwinders: &[Method::Sframe], source: SframeSource::Own, one_run: true };
+        let results = validate_sframe(&defective, None, &[], plan, &mut |_| {}).unwrap();
         let r = &results["sframe"];
         let group = |cause: Cause, function: &str| {
             r.failures

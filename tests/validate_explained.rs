@@ -11,7 +11,7 @@ mod common;
 use std::path::PathBuf;
 
 use kmodel::unwind::Method;
-use lab::validate::{validate_sframe, SframeSource};
+use lab::validate::{validate_sframe, Plan, SframeSource};
 
 /// Where `scripts/fetch-debian-programs.sh` unpacked Debian's programs.
 fn debian_cache() -> PathBuf {
@@ -44,9 +44,9 @@ fn every_failure_of_debian_static_shells_is_explained_and_named() {
             let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
             for source in [SframeSource::Own, SframeSource::Generated] {
                 let what = format!("{program} on {arch}, {source:?} SFrame");
+                let plan = Plan { every: 397, unwinders: &[Method::Sframe, Method::Fp], source, one_run: true };
                 let results =
-                    validate_sframe(&elf, None, &args, 397, &[Method::Sframe, Method::Fp], source, &mut |_| {})
-                        .unwrap_or_else(|e| panic!("{what}: {e}"));
+                    validate_sframe(&elf, None, &args, plan, &mut |_| {}).unwrap_or_else(|e| panic!("{what}: {e}"));
                 let sframe = &results["sframe"];
                 // Which SFrame was judged: Debian's toolchain emitted none.
                 let judged: Vec<&str> = sframe.judged.iter().map(|j| j.sframe.as_str()).collect();
@@ -94,9 +94,8 @@ fn signal_trampolines_are_named() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("guests/bin");
     for arch in ["aarch64", "s390x"] {
         let elf = root.join(arch).join("lab-v3");
-        let results =
-            validate_sframe(&elf, None, &["sigexit".into()], 97, &[Method::Sframe], SframeSource::Own, &mut |_| {})
-                .unwrap();
+        let plan = Plan { every: 97, unwinders: &[Method::Sframe], source: SframeSource::Own, one_run: true };
+        let results = validate_sframe(&elf, None, &["sigexit".into()], plan, &mut |_| {}).unwrap();
         let r = &results["sframe"];
         let vdso =
             r.failures.iter().find(|f| f.example.function == "[vdso]").unwrap_or_else(|| panic!("{arch}: {r:?}"));

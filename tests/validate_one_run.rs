@@ -5,13 +5,13 @@
 //! guests of the three architectures, with frame pointers and SFrame V3
 //! or SFrame alone, both unwinders in either order, every tally and every
 //! explained group (cause, function, example, reason, rows, PCs) is the
-//! same as `validate_separately`'s, which runs the program once per
+//! same as those of a run per unwinder (`Plan::one_run` false), which runs the program once per
 //! unwinder as `validate` used to.
 
 use std::path::Path;
 
 use kmodel::unwind::Method;
-use lab::validate::{validate_separately, validate_sframe, SframeSource};
+use lab::validate::{validate_sframe, Plan, SframeSource};
 
 #[test]
 fn one_run_judges_each_unwinder_as_its_own_run_does() {
@@ -23,9 +23,9 @@ fn one_run_judges_each_unwinder_as_its_own_run_does() {
             for unwinders in [[Method::Sframe, Method::Fp], [Method::Fp, Method::Sframe]] {
                 let what = format!("{program} on {arch}, {unwinders:?}");
                 let run = |one: bool| {
-                    let f = if one { validate_sframe } else { validate_separately };
-                    let results = f(&elf, None, &args, 397, &unwinders, SframeSource::Own, &mut |_| {})
-                        .unwrap_or_else(|e| panic!("{what}: {e}"));
+                    let plan = Plan { every: 397, unwinders: &unwinders, source: SframeSource::Own, one_run: one };
+                    let results =
+                        validate_sframe(&elf, None, &args, plan, &mut |_| {}).unwrap_or_else(|e| panic!("{what}: {e}"));
                     serde_json::to_value(&results).expect("results serialise")
                 };
                 let (one, separate) = (run(true), run(false));

@@ -97,52 +97,27 @@ pub fn validate(
     unwinders: &[Method],
     progress: &mut dyn FnMut(Progress),
 ) -> Result<BTreeMap<String, UnwinderResult>, RunError> {
-    validate_sframe(elf, root, args, every, unwinders, SframeSource::Own, progress)
+    validate_sframe(elf, root, args, Plan { every, unwinders, source: SframeSource::Own, one_run: true }, progress)
 }
 
-/// [`validate`], judging the SFrame `source` says.
-pub fn validate_sframe(
-    elf: &Path,
-    root: Option<&Path>,
-    args: &[String],
-    every: u64,
-    unwinders: &[Method],
-    source: SframeSource,
-    progress: &mut dyn FnMut(Progress),
-) -> Result<BTreeMap<String, UnwinderResult>, RunError> {
-    validate_runs(elf, root, args, Plan { every, unwinders, source, one_run: true }, progress)
-}
-
-/// [`validate_sframe`] with a run of its own per unwinder, as validate
-/// worked before one run served them all: the reference the one run's
-/// results are tested against (they must be the same).
-pub fn validate_separately(
-    elf: &Path,
-    root: Option<&Path>,
-    args: &[String],
-    every: u64,
-    unwinders: &[Method],
-    source: SframeSource,
-    progress: &mut dyn FnMut(Progress),
-) -> Result<BTreeMap<String, UnwinderResult>, RunError> {
-    validate_runs(elf, root, args, Plan { every, unwinders, source, one_run: false }, progress)
-}
-
-/// What to validate, and how.
-struct Plan<'u> {
+/// What to validate, and how ([`validate_sframe`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Plan<'u> {
     /// Sampling period in instructions.
-    every: u64,
+    pub every: u64,
     /// The unwinders judged.
-    unwinders: &'u [Method],
+    pub unwinders: &'u [Method],
     /// Which SFrame.
-    source: SframeSource,
-    /// One run for every unwinder ([`validate_sframe`]), or one run each
-    /// ([`validate_separately`]).
-    one_run: bool,
+    pub source: SframeSource,
+    /// One emulated run serves every unwinder (what `unwindlab validate`
+    /// does), or each unwinder gets a run of its own: the reference the
+    /// one run's results are tested against (they must be the same).
+    pub one_run: bool,
 }
 
-/// [`validate_sframe`] or [`validate_separately`], as `plan` says.
-fn validate_runs(
+/// [`validate`], judging the SFrame `plan.source` says, in one run or one
+/// run per unwinder as `plan.one_run` says.
+pub fn validate_sframe(
     elf: &Path,
     root: Option<&Path>,
     args: &[String],

@@ -218,7 +218,8 @@ pub(crate) fn run_validate(args: &ValidateArgs) -> i32 {
     };
     let results = match with_progress(|p| {
         let (elf, root) = (Path::new(&args.elf), args.root.as_deref());
-        lab::validate::validate_sframe(elf, root, &args.args, args.every, &unwinders, args.sframe, p)
+        let plan = lab::validate::Plan { every: args.every, unwinders: &unwinders, source: args.sframe, one_run: true };
+        lab::validate::validate_sframe(elf, root, &args.args, plan, p)
     }) {
         Ok(r) => r,
         Err(e) => {
