@@ -211,19 +211,10 @@ impl UserMemory for PagedMemory {
             return Ok(());
         }
         let Some(end) = addr.checked_add(len - 1) else { return Err(MemError::Unmapped { addr }) };
-        for page in addr / PAGE_SIZE..=end / PAGE_SIZE {
-            if !self.pages.contains_key(&page) {
-                return Err(MemError::Unmapped { addr: (page * PAGE_SIZE).max(addr) });
-            }
-        }
-        let mut done = 0usize;
-        while done < buf.len() {
-            let at = addr + done as u64;
-            let n = ((PAGE_SIZE - at % PAGE_SIZE) as usize).min(buf.len() - done);
-            let page = &self.pages[&(at / PAGE_SIZE)];
-            let off = (at % PAGE_SIZE) as usize;
-            buf[done..done + n].copy_from_slice(&page.bytes[off..off + n]);
-            done += n;
+        self.check_pages(addr, addr / PAGE_SIZE, end / PAGE_SIZE, Access::Faultable)?;
+        for (page, done, n) in page_spans(addr, buf.len()) {
+            let off = ((addr + done as u64) % PAGE_SIZE) as usize;
+            buf[done..done + n].copy_from_slice(&self.pages[&page].bytes[off..off + n]);
         }
         Ok(())
     }
@@ -246,6 +237,34 @@ impl UserMemory for PagedMemory {
             self.last.set(Some((first, page)));
             return result;
         }
+        self.check_pages(addr, first, last, access)?;
+        for (page, done, n) in page_spans(addr, buf.len()) {
+            self.copy_out(&self.pages[&page], addr + done as u64, &mut buf[done..done + n], access)?;
+        }
+        Ok(())
+    }
+}
+
+/// The pieces of a read of `len` bytes at `addr`, one per page touched:
+/// (page number, offset in the buffer, length).
+fn page_spans(addr: u64, len: usize) -> impl Iterator<Item = (u64, usize, usize)> {
+    let mut done = 0usize;
+    std::iter::from_fn(move || {
+        (done < len).then(|| {
+            let at = addr + done as u64;
+            let n = ((PAGE_SIZE - at % PAGE_SIZE) as usize).min(len - done);
+            let span = (at / PAGE_SIZE, done, n);
+            done += n;
+            span
+        })
+    })
+}
+
+impl PagedMemory {
+    /// Pages `first..=last` of a read at `addr` are all mapped, and with
+    /// [`Access::NoFault`] resident: checked before anything is copied, so
+    /// a failed read has no side effect.
+    fn check_pages(&self, addr: u64, first: u64, last: u64, access: Access) -> Result<(), MemError> {
         for page in first..=last {
             let at = (page * PAGE_SIZE).max(addr);
             match self.pages.get(&page) {
@@ -256,20 +275,9 @@ impl UserMemory for PagedMemory {
                 Some(_) => {}
             }
         }
-        let mut at = addr;
-        let mut done = 0usize;
-        while done < buf.len() {
-            let n = ((PAGE_SIZE - at % PAGE_SIZE) as usize).min(buf.len() - done);
-            let page = &self.pages[&(at / PAGE_SIZE)];
-            self.copy_out(page, at, &mut buf[done..done + n], access)?;
-            done += n;
-            at += n as u64;
-        }
         Ok(())
     }
-}
 
-impl PagedMemory {
     /// Reads `buf` from one page (the range must not cross it), faulting
     /// it in if `access` allows.
     fn copy_out(&self, page: &Page, addr: u64, buf: &mut [u8], access: Access) -> Result<(), MemError> {

@@ -139,18 +139,11 @@ impl Kernel {
         args: [u64; 4],
     ) -> Option<i64> {
         let numbers = self.opts.sframe_table.prctl;
-        let mm = self.task(tid).mm;
         if option == numbers.add {
-            let Some(mm) = mm else { return Some(i64::from(EINVAL)) };
-            let result = self.sframe_add_section(Some(tid), mm, mem, vmas, (args[0], args[1]), (args[2], args[3]));
-            return Some(errno(result));
+            return Some(self.add_by(tid, mem, vmas, (args[0], args[1]), (args[2], args[3])));
         }
         if option == numbers.remove {
-            if args[1..].iter().any(|&a| a != 0) {
-                return Some(i64::from(EINVAL));
-            }
-            let Some(mm) = mm else { return Some(i64::from(EINVAL)) };
-            return Some(errno(self.sframe_remove_section(Some(tid), mm, args[0], "prctl(PR_REMOVE_SFRAME)")));
+            return Some(self.remove_by(tid, args, "prctl(PR_REMOVE_SFRAME)"));
         }
         None
     }
@@ -172,10 +165,17 @@ impl Kernel {
     /// behalf without a structure in its memory (the lab's simulated
     /// loader) enters here, so its results and log are the call's.
     pub fn sframe_register_setup(&mut self, tid: Tid, mem: &dyn UserMemory, vmas: &dyn Vmas, fields: [u64; 4]) -> i64 {
-        let Some(mm) = self.task(tid).mm else { return i64::from(EINVAL) };
         let [sframe_start, sframe_size, text_start, text_size] = fields;
         let sframe = (sframe_start, sframe_start.wrapping_add(sframe_size));
         let text = (text_start, text_start.wrapping_add(text_size));
+        self.add_by(tid, mem, vmas, sframe, text)
+    }
+
+    /// `sframe_add_section()` of the `sframe` and `text` ranges into
+    /// `tid`'s mm, as a system call by `tid` returns it (`-EINVAL` for a
+    /// task without an mm): the part both registration interfaces share.
+    fn add_by(&mut self, tid: Tid, mem: &dyn UserMemory, vmas: &dyn Vmas, sframe: (u64, u64), text: (u64, u64)) -> i64 {
+        let Some(mm) = self.task(tid).mm else { return i64::from(EINVAL) };
         errno(self.sframe_add_section(Some(tid), mm, mem, vmas, sframe, text))
     }
 
@@ -193,11 +193,19 @@ impl Kernel {
     /// `sframe_start` may be set (any other field non-zero is `-EINVAL`);
     /// the sections starting there are removed (`-EINVAL` if none).
     pub fn sframe_unregister_setup(&mut self, tid: Tid, fields: [u64; 4]) -> i64 {
+        self.remove_by(tid, fields, "sframe_unregister()")
+    }
+
+    /// The removal both interfaces share, `fields` = `{sframe_start, 0, 0,
+    /// 0}` (any other field non-zero, or a task without an mm, is
+    /// `-EINVAL`): `sframe_remove_section(sframe_start)` by `tid`, logged
+    /// as unregistered by `who`.
+    fn remove_by(&mut self, tid: Tid, fields: [u64; 4], who: &str) -> i64 {
         let Some(mm) = self.task(tid).mm else { return i64::from(EINVAL) };
         if fields[1..].iter().any(|&f| f != 0) {
             return i64::from(EINVAL);
         }
-        errno(self.sframe_remove_section(Some(tid), mm, fields[0], "sframe_unregister()"))
+        errno(self.sframe_remove_section(Some(tid), mm, fields[0], who))
     }
 
     /// A system call by `tid` that the model implements: the two

@@ -12,37 +12,13 @@ use kmodel::arch::{Arch, UserRegs};
 use kmodel::event::{EntryReason, EventKind};
 use kmodel::kernel::{Kernel, TaskState};
 use kmodel::memory::{Access, PagedMemory};
-use kmodel::types::{MmId, Tid, WorkId, UNWIND_PENDING};
+use kmodel::types::{Tid, WorkId, UNWIND_PENDING};
 use kmodel::unwind::unwind_user_dry_run;
 use sframe::write::{RawFunction, RawRow};
 use sframe::{Abi, Version};
-use support::sections::{place, table};
+use support::sections::{place, register_frameless_section, table, MM_SECTION, SFRAME_RA};
 use support::stack::{expected_trace, fp_stack};
-use support::{callbacks, kernel, task, without_perf};
-
-/// Where the tests put the `.sframe` section of the old image.
-const SECTION: u64 = 0x60_0000;
-/// The text that section describes.
-const OLD_TEXT: (u64, u64) = (0x40_0000, 0x41_0000);
-/// A return address the SFrame walk of the old image finds at SP.
-const SFRAME_RA: u64 = 0x40_1abc;
-
-/// The cookie value tracers see for counter `cnt` on `cpu` (little endian:
-/// the counter in the high half, CPU + 1 in the low half).
-fn cookie(cnt: u64, cpu: u64) -> u64 {
-    (cnt << 32) | (cpu + 1)
-}
-
-/// Registers in `mm` a section whose one row (for the function at
-/// 0x401000) says "frameless: CFA = SP + 8, RA at SP", and puts
-/// [`SFRAME_RA`] at the SP of [`fp_stack`]'s registers, so an SFrame walk
-/// and a frame-pointer walk of that stack differ in their second entry.
-fn register_old_image_section(k: &mut Kernel, mm: MmId, mem: &mut PagedMemory, regs: &UserRegs) {
-    mem.write_word(regs.sp(), SFRAME_RA, false);
-    let functions = vec![RawFunction::new(0x40_1000, 0x100, vec![RawRow::new(0, true, &[8])])];
-    let end = place(mem, &table(Version::V3, Abi::Amd64, functions), SECTION);
-    k.add_sframe(mm, mem, support::ANY_VMA, (SECTION, end), OLD_TEXT).unwrap();
-}
+use support::{callbacks, cookie, kernel, task, without_perf};
 
 /// The new image after exec: one mapped stack page and the registers
 /// `start_thread()` sets, entry PC 0x50_1000, SP inside that page and no
@@ -82,7 +58,7 @@ fn fork_while_pending_leaves_the_child_empty_and_serves_the_parent() {
     let (mut mem, regs) = fp_stack(Arch::X86_64, 3);
     let (mut k, a, parent) = one_tracer_and_a_task();
     let parent_mm = k.task(parent).mm.unwrap();
-    register_old_image_section(&mut k, parent_mm, &mut mem, &regs);
+    register_frameless_section(&mut k, parent_mm, &mut mem, &regs);
     let cfg = k.options().unwind.clone();
     let parent_trace = unwind_user_dry_run(&regs, &mem, &k.mm(parent_mm).sframe, Access::NoFault, &cfg);
     assert_eq!(parent_trace.entries[..2], [0x40_1000, SFRAME_RA], "the parent's table changes its walk");
@@ -165,7 +141,7 @@ fn exec_while_pending_serves_the_old_cookie_with_the_new_images_stack() {
     let (b, _) = k.unwind_deferred_init("b");
     let t = task(&mut k, 0);
     let old_mm = k.task(t).mm.unwrap();
-    register_old_image_section(&mut k, old_mm, &mut old_mem, &old_regs);
+    register_frameless_section(&mut k, old_mm, &mut old_mem, &old_regs);
 
     // execve() entered from the old image; a sample in it requests.
     k.enter(t, EntryReason::Syscall, old_regs.clone(), &old_mem);
@@ -192,7 +168,7 @@ fn exec_while_pending_serves_the_old_cookie_with_the_new_images_stack() {
             _ => None,
         })
         .collect();
-    assert_eq!(freed, vec![(SECTION, "mm freed (sframe_free_mm)".to_string())]);
+    assert_eq!(freed, vec![(MM_SECTION, "mm freed (sframe_free_mm)".to_string())]);
     assert!(k.mm(new_mm).sframe.is_empty(), "the new image registers its own (none here)");
 
     // After the mm switch, another tracer asks: same entry, same cookie.
@@ -313,7 +289,7 @@ fn parent_exit_while_the_child_has_a_request_pending() {
     let (mut mem, regs) = fp_stack(Arch::X86_64, 3);
     let (mut k, a, parent) = one_tracer_and_a_task();
     let parent_mm = k.task(parent).mm.unwrap();
-    register_old_image_section(&mut k, parent_mm, &mut mem, &regs);
+    register_frameless_section(&mut k, parent_mm, &mut mem, &regs);
     k.enter(parent, EntryReason::Syscall, regs.clone(), &mem);
     let child = k.fork(parent, 1);
     let child_mm = k.task(child).mm.unwrap();
@@ -338,7 +314,7 @@ fn a_shared_mm_keeps_its_sections_until_its_last_user_leaves() {
     let (mut mem, regs) = fp_stack(Arch::X86_64, 1);
     let mut k = kernel(without_perf());
     let mm = k.new_mm(Arch::X86_64);
-    register_old_image_section(&mut k, mm, &mut mem, &regs);
+    register_frameless_section(&mut k, mm, &mut mem, &regs);
     let t1 = k.spawn("t1", mm, 0);
     let t2 = k.spawn("t2", mm, 1);
     k.enter(t1, EntryReason::Syscall, regs.clone(), &mem);

@@ -17,31 +17,9 @@ use kmodel::kernel::{Kernel, TaskState};
 use kmodel::memory::{Access, PagedMemory};
 use kmodel::types::{ExitPath, KernelOptions, MmId, Tid, WorkId, UNWIND_PENDING};
 use kmodel::unwind::unwind_user_dry_run;
-use sframe::write::{RawFunction, RawRow};
-use sframe::{Abi, Version};
-use support::sections::{place, table};
+use support::sections::{register_frameless_section, MM_SECTION, SFRAME_RA};
 use support::stack::fp_stack;
-use support::{callbacks, kernel, without_perf};
-
-/// Where the tests put the mm's `.sframe` section.
-const SECTION: u64 = 0x60_0000;
-/// A return address the SFrame walk finds at SP.
-const SFRAME_RA: u64 = 0x40_1abc;
-
-/// The cookie value tracers see for counter `cnt` on `cpu`.
-fn cookie(cnt: u64, cpu: u64) -> u64 {
-    (cnt << 32) | (cpu + 1)
-}
-
-/// Registers in `mm` a section for the function at 0x401000 ("frameless:
-/// CFA = SP + 8, RA at SP") and puts [`SFRAME_RA`] at SP, so a walk that
-/// uses the table differs from a frame-pointer walk in its second entry.
-fn register_section(k: &mut Kernel, mm: MmId, mem: &mut PagedMemory, regs: &UserRegs) {
-    mem.write_word(regs.sp(), SFRAME_RA, false);
-    let functions = vec![RawFunction::new(0x40_1000, 0x100, vec![RawRow::new(0, true, &[8])])];
-    let end = place(mem, &table(Version::V3, Abi::Amd64, functions), SECTION);
-    k.add_sframe(mm, mem, support::ANY_VMA, (SECTION, end), (0x40_0000, 0x41_0000)).unwrap();
-}
+use support::{callbacks, cookie, kernel, without_perf};
 
 /// The SFrame walk of `regs` in `mm` as the table stands now.
 fn sframe_walk(k: &Kernel, mm: MmId, mem: &PagedMemory, regs: &UserRegs) -> Vec<u64> {
@@ -56,7 +34,7 @@ fn process(opts: KernelOptions) -> (Kernel, WorkId, Tid, MmId, PagedMemory, User
     let mut k = kernel(opts);
     let (a, _) = k.unwind_deferred_init("a");
     let mm = k.new_mm(Arch::X86_64);
-    register_section(&mut k, mm, &mut mem, &regs);
+    register_frameless_section(&mut k, mm, &mut mem, &regs);
     let leader = k.spawn("proc", mm, 0);
     (k, a, leader, mm, mem, regs)
 }
@@ -195,7 +173,7 @@ fn exit_group_with_requests_pending_on_two_threads() {
     k.signal_wake_up(runner, Some(later), &mem);
     assert_eq!(k.task(runner).state, TaskState::Dead);
     assert_eq!(callbacks(&k).len(), 2, "the runner requested nothing");
-    assert_eq!(freed(&k), vec![(Some(runner), SECTION)], "freed once, by the last thread");
+    assert_eq!(freed(&k), vec![(Some(runner), MM_SECTION)], "freed once, by the last thread");
     assert!(k.mm(mm).freed && k.mm(mm).users == 0);
     let last_callback =
         k.events().iter().filter(|e| matches!(e.kind, EventKind::Callback { .. })).map(|e| e.seq).max().unwrap();
@@ -219,7 +197,7 @@ fn without_the_exit_hook_only_the_caller_loses_its_stack() {
     k.exit_group(leader, 0, &mem);
     k.signal_wake_up(t, None, &mem);
     assert_eq!(callbacks(&k), vec![(a.0, cookie(3, 0), 0), (a.0, cookie(3, 1), walk.len())]);
-    assert_eq!(freed(&k), vec![(Some(t), SECTION)]);
+    assert_eq!(freed(&k), vec![(Some(t), MM_SECTION)]);
     assert_clean(&mut k);
 }
 
@@ -258,7 +236,7 @@ fn de_thread_at_exec_with_requests_pending() {
     let new_regs = UserRegs::new(Arch::X86_64, 0x50_1000, top - 0x100, 0, 0);
     let new_mm = k.new_mm(Arch::X86_64);
     k.exec(t, new_mm, new_regs);
-    assert_eq!(freed(&k), vec![(Some(t), SECTION)], "the old table, freed once at exec_mmap()");
+    assert_eq!(freed(&k), vec![(Some(t), MM_SECTION)], "the old table, freed once at exec_mmap()");
     assert_eq!((k.mm(new_mm).users, k.task(t).info.id), (1, before));
     k.return_to_user(t, &new_mem);
     assert_eq!(callbacks(&k)[1..], [(a.0, before.id(), 1)], "the pending request, the new image's stack");
@@ -283,7 +261,7 @@ fn the_table_is_freed_once_at_the_last_threads_exit() {
         users.push((k.mm(mm).users, k.mm(mm).freed, freed(&k).len()));
     }
     assert_eq!(users, vec![(2, false, 0), (1, false, 0), (0, true, 1)]);
-    assert_eq!(freed(&k), vec![(Some(t1), SECTION)]);
+    assert_eq!(freed(&k), vec![(Some(t1), MM_SECTION)]);
     let n = callbacks(&k).iter().filter(|c| c.2 > 1).count();
     assert_eq!(n, 3, "every exit hook walked with the table");
     assert_clean(&mut k);

@@ -36,6 +36,12 @@ pub fn task(k: &mut Kernel, cpu: usize) -> Tid {
     k.spawn("task", mm, cpu)
 }
 
+/// The cookie value tracers see for counter `cnt` on `cpu` (little endian:
+/// the counter in the high half, CPU + 1 in the low half).
+pub fn cookie(cnt: u64, cpu: u64) -> u64 {
+    (cnt << 32) | (cpu + 1)
+}
+
 /// Every callback so far: (work index, cookie value, entries delivered).
 pub fn callbacks(k: &Kernel) -> Vec<(usize, u64, usize)> {
     k.events()

@@ -1,8 +1,10 @@
 //! Stacks and `.sframe` sections placed in a [`PagedMemory`], for the
 //! unwinder's tests and the deferred-unwind tests that walk SFrame data.
 
-use kmodel::arch::Arch;
+use kmodel::arch::{Arch, UserRegs};
+use kmodel::kernel::Kernel;
 use kmodel::memory::{Access, PagedMemory};
+use kmodel::types::MmId;
 use kmodel::unwind::{SframeMode, SframeRegistry};
 use sframe::write::{encode, RawFunction, RawRow, RawSection, Word};
 use sframe::{Abi, Version};
@@ -64,4 +66,25 @@ pub fn ctl(reg: Option<u32>, deref: bool) -> u32 {
         Some(r) => r << 3 | d | 1,
         None => d,
     }
+}
+
+/// Where the deferred-unwind tests (fork/exec, threads) put their mm's
+/// `.sframe` section.
+pub const MM_SECTION: u64 = 0x60_0000;
+/// The text that [`register_frameless_section`]'s section describes.
+pub const MM_TEXT: (u64, u64) = (0x40_0000, 0x41_0000);
+/// A return address an SFrame walk finds at SP (put there by
+/// [`register_frameless_section`]).
+pub const SFRAME_RA: u64 = 0x40_1abc;
+
+/// Registers in `mm`, at [`MM_SECTION`], a section whose one row (for the
+/// function at 0x401000) says "frameless: CFA = SP + 8, RA at SP", and
+/// puts [`SFRAME_RA`] at the SP of `regs` (those of
+/// [`fp_stack`](super::stack::fp_stack)), so an SFrame walk and a
+/// frame-pointer walk of that stack differ in their second entry.
+pub fn register_frameless_section(k: &mut Kernel, mm: MmId, mem: &mut PagedMemory, regs: &UserRegs) {
+    mem.write_word(regs.sp(), SFRAME_RA, false);
+    let functions = vec![RawFunction::new(0x40_1000, 0x100, vec![RawRow::new(0, true, &[8])])];
+    let end = place(mem, &table(Version::V3, Abi::Amd64, functions), MM_SECTION);
+    k.add_sframe(mm, mem, super::ANY_VMA, (MM_SECTION, end), MM_TEXT).unwrap();
 }
