@@ -164,7 +164,7 @@ fn read(path: &Path) -> Result<Vec<u8>, SysrootError> {
 }
 
 fn parse<'a>(path: &Path, data: &'a [u8]) -> Result<Elf<'a>, SysrootError> {
-    if !data.starts_with(b"\x7fELF") {
+    if !data.starts_with(sfelf::ELF_MAGIC) {
         return Err(SysrootError::BadElf { path: path.into(), reason: "not an ELF file".into() });
     }
     Elf::parse(data).map_err(|e| SysrootError::BadElf { path: path.into(), reason: format!("malformed ELF: {e}") })

@@ -35,7 +35,7 @@ pub mod inject;
 #[cfg(feature = "elf")]
 mod symbols;
 
-pub use constants::{PT_GNU_SFRAME, SHT_GNU_SFRAME};
+pub use constants::{ELF_MAGIC, PT_GNU_SFRAME, SHT_GNU_SFRAME};
 #[cfg(all(feature = "elf", feature = "generate"))]
 pub use coverage::{generate_section, Coverage, GenerateError, GeneratedSection, SkippedFunction};
 #[cfg(feature = "elf")]
