@@ -414,16 +414,6 @@ impl Emulator {
         }
     }
 
-    /// The threads to run after the current one, in tid order starting
-    /// after it; the current one (if alive) last.
-    pub(crate) fn next_candidates(&self) -> Vec<Tid> {
-        let alive: Vec<Tid> = self.tasks().into_iter().map(|(_, tid)| tid).collect();
-        let me = self.task.tid;
-        let after = alive.iter().copied().filter(|&t| t > me);
-        let before = alive.iter().copied().filter(|&t| t <= me);
-        after.chain(before).collect()
-    }
-
     /// Whether thread `tid` waits for a `vfork` child.
     pub(crate) fn in_vfork(&self, tid: Tid) -> bool {
         self.procs.values().any(|p| p.vfork_parent == Some(tid) && p.life == Life::Alive)
@@ -575,7 +565,10 @@ impl Emulator {
                 None => return Err(Error::Deadlock { file: self.image.file.clone(), waiting: self.waiting_list() }),
             }
         }
-        let next = self.next_candidates().into_iter().find(|&t| t != self.task.tid).or(alive.first().copied());
+        // The next thread in tid order after the current one, wrapping
+        // round (to the current one itself if it is alone).
+        let me = self.task.tid;
+        let next = alive.iter().copied().find(|&t| t > me).or(alive.first().copied());
         if let Some(next) = next {
             self.switch_to(next)?;
         }
