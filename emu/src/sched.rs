@@ -213,8 +213,11 @@ impl Emulator {
         self.uc.context_restore(&caller).map_err(&err)?;
         let tid = self.sched.next_pid;
         self.sched.next_pid += 1;
-        let mut signals = crate::process::Signals { blocked: self.signals.blocked, ..Default::default() };
-        signals.actions = self.signals.actions;
+        let signals = crate::process::Signals {
+            blocked: self.signals.blocked,
+            actions: self.signals.actions,
+            ..Default::default()
+        };
         let reference = self.tracker().reference.as_ref().map(|_| crate::shadow::ShadowStack::new());
         let thread = ParkedThread {
             context,
@@ -264,7 +267,8 @@ impl Emulator {
     /// Stops the run if one more process would pass [`crate::Limits::processes`]
     /// (checked before the copy a new process costs).
     pub(crate) fn check_process_limit(&self) -> Result<(), Error> {
-        if (self.tasks().len() as u32) < self.limits.processes {
+        let alive: usize = self.procs.values().map(|p| p.threads.len()).sum();
+        if (alive as u32) < self.limits.processes {
             return Ok(());
         }
         Err(Error::Limit {

@@ -175,9 +175,11 @@ pub(super) fn prctl(emu: &mut Emulator, [option, arg2, ..]: [u64; 6]) -> SysResu
         }
         PR_GET_NAME => {
             let tid = emu.tid();
-            let comm = emu.thread_names.get(&tid).copied().unwrap_or_else(|| {
-                comm(emu.image.file.rsplit('/').next().unwrap_or_default().as_bytes())
-            });
+            let comm = emu
+                .thread_names
+                .get(&tid)
+                .copied()
+                .unwrap_or_else(|| comm(emu.image.file.rsplit('/').next().unwrap_or_default().as_bytes()));
             emu.write(arg2, &comm)?;
             ok(0)
         }
