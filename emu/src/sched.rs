@@ -638,17 +638,29 @@ impl Emulator {
     /// Wakes up to `n` threads of the current process sleeping on the futex
     /// at `addr` whose bitset meets `bitset`, oldest first; how many.
     pub(crate) fn futex_wake(&mut self, addr: u64, n: u64, bitset: u32) -> u64 {
-        let pid = self.pid;
         let mut woken = 0;
-        for w in &mut self.sched.futexes {
-            if woken >= n {
-                break;
-            }
-            if w.pid == pid && w.addr == addr && !w.woken && w.bitset & bitset != 0 {
-                w.woken = true;
-                woken += 1;
-            }
+        for w in self.futex_waiters(addr, n, bitset) {
+            w.woken = true;
+            woken += 1;
         }
         woken
+    }
+
+    /// The first `n` threads of the current process waiting on `addr`, not
+    /// yet woken, whose bitset shares a bit with `bitset`, oldest first
+    /// (what a wake chooses; `u32::MAX` for every waiter).
+    pub(crate) fn futex_waiters(
+        &mut self,
+        addr: u64,
+        n: u64,
+        bitset: u32,
+    ) -> impl Iterator<Item = &mut crate::procs::FutexWaiter> {
+        let pid = self.pid;
+        let n = usize::try_from(n).unwrap_or(usize::MAX);
+        self.sched
+            .futexes
+            .iter_mut()
+            .filter(move |w| w.pid == pid && w.addr == addr && !w.woken && w.bitset & bitset != 0)
+            .take(n)
     }
 }

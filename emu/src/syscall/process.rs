@@ -263,16 +263,11 @@ pub(super) fn futex(emu: &mut Emulator, [uaddr, op, val, timeout, uaddr2, val3]:
             let woken = emu.futex_wake(uaddr, val, u32::MAX);
             // The timeout argument is `val2`: how many to move (a u32).
             let limit = u64::from(timeout as u32);
-            let pid = emu.pid;
+            // Waiters never have an empty bitset (FUTEX_WAIT_BITSET refuses one).
             let mut moved = 0;
-            for w in &mut emu.sched.futexes {
-                if moved >= limit {
-                    break;
-                }
-                if w.pid == pid && w.addr == uaddr && !w.woken {
-                    w.addr = uaddr2;
-                    moved += 1;
-                }
+            for w in emu.futex_waiters(uaddr, limit, u32::MAX) {
+                w.addr = uaddr2;
+                moved += 1;
             }
             ok(woken + moved)
         }
