@@ -120,18 +120,19 @@ impl Ram {
     /// the borrow.
     pub(crate) fn page(&self, addr: u64) -> Option<&[u8]> {
         let page = crate::page::page_down(addr);
-        let (&start, region) = self.regions.range(..=page).next_back()?;
-        if page >= region.end {
-            return None;
-        }
+        let (start, region) = self.region_at(page)?;
         let len = crate::page::PAGE_SIZE as usize;
         // SAFETY: the page lies inside the region, whose host memory stays
         // mapped while `self` is borrowed; see above for writes.
         Some(unsafe { std::slice::from_raw_parts(region.host().add((page - start) as usize), len) })
     }
-}
 
-impl Ram {
+    /// The region holding `addr`, with its start, if one does.
+    fn region_at(&self, addr: u64) -> Option<(u64, &Region)> {
+        let (&start, region) = self.regions.range(..=addr).next_back()?;
+        (addr < region.end).then_some((start, region))
+    }
+
     /// Copies guest memory at `addr` into `buf` straight from the host
     /// memory behind it (no engine call), across regions; `false` if any
     /// byte is not mapped. The caller checks permissions and residency.
@@ -139,10 +140,7 @@ impl Ram {
         let mut done = 0;
         while done < buf.len() {
             let at = addr.wrapping_add(done as u64);
-            let Some((&start, region)) = self.regions.range(..=at).next_back() else { return false };
-            if at >= region.end {
-                return false;
-            }
+            let Some((start, region)) = self.region_at(at) else { return false };
             let n = ((region.end - at) as usize).min(buf.len() - done);
             // SAFETY: `at..at + n` lies inside the region, whose host memory
             // stays mapped while `self` is borrowed; the engine writes it only

@@ -213,8 +213,11 @@ impl Emulator {
         self.uc.context_restore(&caller).map_err(&err)?;
         let tid = self.sched.next_pid;
         self.sched.next_pid += 1;
-        let mut signals = crate::process::Signals { blocked: self.signals.blocked, ..Default::default() };
-        signals.actions = self.signals.actions;
+        let signals = crate::process::Signals {
+            blocked: self.signals.blocked,
+            actions: self.signals.actions,
+            ..Default::default()
+        };
         let reference = self.tracker().reference.as_ref().map(|_| crate::shadow::ShadowStack::new());
         let thread = ParkedThread {
             context,
@@ -264,7 +267,8 @@ impl Emulator {
     /// Stops the run if one more process would pass [`crate::Limits::processes`]
     /// (checked before the copy a new process costs).
     pub(crate) fn check_process_limit(&self) -> Result<(), Error> {
-        if (self.tasks().len() as u32) < self.limits.processes {
+        let alive: usize = self.procs.values().map(|p| p.threads.len()).sum();
+        if (alive as u32) < self.limits.processes {
             return Ok(());
         }
         Err(Error::Limit {
@@ -412,16 +416,6 @@ impl Emulator {
             shared.pending &= !sig_bit(sig);
             shared.code[sig as usize]
         }
-    }
-
-    /// The threads to run after the current one, in tid order starting
-    /// after it; the current one (if alive) last.
-    pub(crate) fn next_candidates(&self) -> Vec<Tid> {
-        let alive: Vec<Tid> = self.tasks().into_iter().map(|(_, tid)| tid).collect();
-        let me = self.task.tid;
-        let after = alive.iter().copied().filter(|&t| t > me);
-        let before = alive.iter().copied().filter(|&t| t <= me);
-        after.chain(before).collect()
     }
 
     /// Whether thread `tid` waits for a `vfork` child.
@@ -575,7 +569,10 @@ impl Emulator {
                 None => return Err(Error::Deadlock { file: self.image.file.clone(), waiting: self.waiting_list() }),
             }
         }
-        let next = self.next_candidates().into_iter().find(|&t| t != self.task.tid).or(alive.first().copied());
+        // The next thread in tid order after the current one, wrapping
+        // round (to the current one itself if it is alone).
+        let me = self.task.tid;
+        let next = alive.iter().copied().find(|&t| t > me).or(alive.first().copied());
         if let Some(next) = next {
             self.switch_to(next)?;
         }
@@ -641,17 +638,29 @@ impl Emulator {
     /// Wakes up to `n` threads of the current process sleeping on the futex
     /// at `addr` whose bitset meets `bitset`, oldest first; how many.
     pub(crate) fn futex_wake(&mut self, addr: u64, n: u64, bitset: u32) -> u64 {
-        let pid = self.pid;
         let mut woken = 0;
-        for w in &mut self.sched.futexes {
-            if woken >= n {
-                break;
-            }
-            if w.pid == pid && w.addr == addr && !w.woken && w.bitset & bitset != 0 {
-                w.woken = true;
-                woken += 1;
-            }
+        for w in self.futex_waiters(addr, n, bitset) {
+            w.woken = true;
+            woken += 1;
         }
         woken
+    }
+
+    /// The first `n` threads of the current process waiting on `addr`, not
+    /// yet woken, whose bitset shares a bit with `bitset`, oldest first
+    /// (what a wake chooses; `u32::MAX` for every waiter).
+    pub(crate) fn futex_waiters(
+        &mut self,
+        addr: u64,
+        n: u64,
+        bitset: u32,
+    ) -> impl Iterator<Item = &mut crate::procs::FutexWaiter> {
+        let pid = self.pid;
+        let n = usize::try_from(n).unwrap_or(usize::MAX);
+        self.sched
+            .futexes
+            .iter_mut()
+            .filter(move |w| w.pid == pid && w.addr == addr && !w.woken && w.bitset & bitset != 0)
+            .take(n)
     }
 }

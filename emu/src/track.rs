@@ -99,6 +99,15 @@ struct BlockInfo {
     last: Transfer,
 }
 
+impl BlockInfo {
+    /// The index of the instruction that starts at `pc` (how many of the
+    /// block's instructions come before it), if one does.
+    fn index_of(&self, pc: u64) -> Option<usize> {
+        let offset = u32::try_from(pc.wrapping_sub(self.start)).ok()?;
+        self.starts.binary_search(&offset).ok()
+    }
+}
+
 /// What the block hook needs of a block, in 16 bytes: the hook reads one
 /// slot of [`Tracker::table`] per executed block, so it stays in the
 /// first-level cache. The last instruction's `next` address is the block's
@@ -409,11 +418,8 @@ impl Tracker {
     /// None of those instructions is the block's last, so the ground-truth
     /// stack does not change.
     pub(crate) fn stepped(&mut self, cut: Cut, pc: u64) {
-        let ran = match self.blocks.get(&(cut.start, cut.size)).and_then(|&i| self.infos.get(i as usize)) {
-            Some(info) if pc != cut.at => u32::try_from(pc.wrapping_sub(cut.start))
-                .ok()
-                .and_then(|offset| info.starts.binary_search(&offset).ok())
-                .map_or(cut.count, |i| i as u32),
+        let ran = match self.info_at(cut.start, cut.size) {
+            Some(info) if pc != cut.at => info.index_of(pc).map_or(cut.count, |i| i as u32),
             _ => cut.count,
         };
         self.icount += u64::from(ran.min(cut.count));
@@ -421,7 +427,12 @@ impl Tracker {
 
     /// The decoded block `block` (its full record).
     fn info(&self, block: Slot) -> Option<&BlockInfo> {
-        let index = *self.blocks.get(&(block.addr, block.size))?;
+        self.info_at(block.addr, block.size)
+    }
+
+    /// The decoded block at `addr` of `size` bytes.
+    fn info_at(&self, addr: u64, size: u32) -> Option<&BlockInfo> {
+        let index = *self.blocks.get(&(addr, size))?;
         self.infos.get(index as usize)
     }
 
@@ -496,12 +507,7 @@ pub(crate) fn finish_run<D: Tracked>(uc: &mut Unicorn<'_, D>) {
     if cur != Slot::EMPTY {
         let len = u64::from(cur.len);
         // Stopped at one of the block's instructions: those before it ran.
-        let ran = t.info(cur).map_or(len, |info| {
-            u32::try_from(pc.wrapping_sub(info.start))
-                .ok()
-                .and_then(|offset| info.starts.binary_search(&offset).ok())
-                .map_or(len, |i| i as u64)
-        });
+        let ran = t.info(cur).and_then(|info| info.index_of(pc)).map_or(len, |i| i as u64);
         t.icount -= len - ran;
         if ran == len {
             t.stack.apply(cur.last(), pc, Some(regs));

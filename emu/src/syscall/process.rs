@@ -166,30 +166,36 @@ pub(super) fn arch_prctl(emu: &mut Emulator, [code, addr, ..]: [u64; 6]) -> SysR
 /// it: a host with a kernel model (the lab) answers the options the model
 /// implements itself, at the call's stop ([`Emulator::set_syscall_return`]).
 pub(super) fn prctl(emu: &mut Emulator, [option, arg2, ..]: [u64; 6]) -> SysResult {
-    const COMM: usize = 16;
     match option {
         PR_SET_NAME => {
             let name = emu.read_cstr(arg2, COMM - 1).map_err(|_| SysError::Errno(EFAULT))?;
-            let mut comm = [0u8; COMM];
-            let name = name.unwrap_or_default();
-            comm[..name.len().min(COMM - 1)].copy_from_slice(&name[..name.len().min(COMM - 1)]);
             let tid = emu.tid();
-            emu.thread_names.insert(tid, comm);
+            emu.thread_names.insert(tid, comm(&name.unwrap_or_default()));
             ok(0)
         }
         PR_GET_NAME => {
             let tid = emu.tid();
-            let comm = emu.thread_names.get(&tid).copied().unwrap_or_else(|| {
-                let mut comm = [0u8; COMM];
-                let file = emu.image.file.rsplit('/').next().unwrap_or_default().as_bytes();
-                comm[..file.len().min(COMM - 1)].copy_from_slice(&file[..file.len().min(COMM - 1)]);
-                comm
-            });
+            let comm = emu
+                .thread_names
+                .get(&tid)
+                .copied()
+                .unwrap_or_else(|| comm(emu.image.file.rsplit('/').next().unwrap_or_default().as_bytes()));
             emu.write(arg2, &comm)?;
             ok(0)
         }
         _ => fail(EINVAL),
     }
+}
+
+/// Bytes of a thread's name (`TASK_COMM_LEN`), the terminating NUL included.
+const COMM: usize = 16;
+
+/// `name` as a thread's name: cut to `COMM - 1` bytes, NUL-padded.
+fn comm(name: &[u8]) -> [u8; COMM] {
+    let mut comm = [0u8; COMM];
+    let len = name.len().min(COMM - 1);
+    comm[..len].copy_from_slice(&name[..len]);
+    comm
 }
 
 /// `futex`: waits queue in `Sched::futexes` (oldest first) keyed by the
@@ -257,16 +263,11 @@ pub(super) fn futex(emu: &mut Emulator, [uaddr, op, val, timeout, uaddr2, val3]:
             let woken = emu.futex_wake(uaddr, val, u32::MAX);
             // The timeout argument is `val2`: how many to move (a u32).
             let limit = u64::from(timeout as u32);
-            let pid = emu.pid;
+            // Waiters never have an empty bitset (FUTEX_WAIT_BITSET refuses one).
             let mut moved = 0;
-            for w in &mut emu.sched.futexes {
-                if moved >= limit {
-                    break;
-                }
-                if w.pid == pid && w.addr == uaddr && !w.woken {
-                    w.addr = uaddr2;
-                    moved += 1;
-                }
+            for w in emu.futex_waiters(uaddr, limit, u32::MAX) {
+                w.addr = uaddr2;
+                moved += 1;
             }
             ok(woken + moved)
         }
@@ -398,4 +399,14 @@ pub(super) fn setsid(emu: &mut Emulator, _: [u64; 6]) -> SysResult {
     me.sid = pid;
     me.pgid = pid;
     ok(u64::from(pid))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_thread_name_is_cut_to_15_bytes_and_nul_padded() {
+        assert_eq!(&super::comm(b"worker")[..], b"worker\0\0\0\0\0\0\0\0\0\0");
+        assert_eq!(&super::comm(b"a-very-long-thread-name")[..], b"a-very-long-thr\0");
+        assert_eq!(super::comm(b""), [0; 16]);
+    }
 }
