@@ -82,7 +82,7 @@ pub fn bfd_target(elf: &Elf<'_>) -> String {
 /// ```
 pub fn load(path: &str, raw_base: u64) -> Result<SframeInput, InputError> {
     let data = std::fs::read(path).map_err(|source| InputError::Io { path: path.into(), source })?;
-    if !data.starts_with(super::ELF_MAGIC) {
+    if !data.starts_with(super::constants::ELF_MAGIC) {
         return Ok(SframeInput { bytes: data, base: raw_base, bfd_target: None, found: true, text: None });
     }
     let elf = Elf::parse(&data).map_err(|e| InputError::BadElf { path: path.into(), reason: e.to_string() })?;
