@@ -676,7 +676,8 @@ pub fn elf_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
 fn is_elf(path: &Path) -> bool {
     use std::io::Read as _;
     let mut magic = [0u8; 4];
-    std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut magic)).is_ok() && &magic == super::constants::ELF_MAGIC
+    std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut magic)).is_ok()
+        && &magic == super::constants::ELF_MAGIC
 }
 
 /// Shard `k` of `n` (0 ≤ k < n) of `files` sorted by path: every `n`th
