@@ -4,23 +4,64 @@
 
 use crate::emulator::{Emulator, Regs};
 use crate::memory::MemFault;
+use crate::page::{page_down, PAGE_SIZE};
 use kmodel::arch::Arch;
 use kmodel::memory::{Access, MemError, UserMemory};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 
 /// The emulator's memory as a task's user address space.
 ///
 /// [`UserMemory::read`] takes `&self`, but a faultable read changes the page
 /// table (a non-resident page becomes resident and is counted), so the view
 /// holds the emulator in a `RefCell`.
+///
+/// The kernel model reads `.sframe` and stacks a few bytes at a time, most
+/// of them from pages it has just read (a binary search over the FDE table
+/// touches a few pages, then a stack page over and over): the view
+/// remembers pages that reads found mapped, readable and resident, with
+/// their host bytes ([`REMEMBERED`], by page number), and serves reads
+/// inside one with one copy and no page-table lookup. That is exact in
+/// every mode: a resident page neither faults nor leaves a trace.
 pub struct UserView<'e> {
     emu: RefCell<&'e mut Emulator>,
+    /// Pages found readable and resident, and where their bytes are.
+    pages: [Cell<Option<(u64, *const u8)>>; REMEMBERED],
+}
+
+/// How many pages a [`UserView`] remembers (a power of two).
+const REMEMBERED: usize = 8;
+
+/// The slot of [`UserView::pages`] for the page of `addr`.
+fn slot(addr: u64) -> usize {
+    (addr / PAGE_SIZE) as usize % REMEMBERED
 }
 
 impl<'e> UserView<'e> {
     /// A view of `emu`'s memory.
     pub fn new(emu: &'e mut Emulator) -> Self {
-        UserView { emu: RefCell::new(emu) }
+        UserView { emu: RefCell::new(emu), pages: Default::default() }
+    }
+
+    /// The bytes at `addr..addr + len` if they lie in a remembered page.
+    fn remembered(&self, addr: u64, len: usize) -> Option<&[u8]> {
+        let (page, host) = self.pages[slot(addr)].get()?;
+        let offset = addr.wrapping_sub(page);
+        if offset.checked_add(len as u64)? > PAGE_SIZE {
+            return None;
+        }
+        // SAFETY: `host` is the page's host memory as `resident_page` lent
+        // it. The view holds the only reference to the emulator for its
+        // whole life and only reads through it; no read unmaps memory or
+        // makes a page unreadable or non-resident, so the page stays where
+        // it was, with its bytes, as long as the view lives.
+        Some(unsafe { std::slice::from_raw_parts(host.add(offset as usize), len) })
+    }
+
+    /// Remembers the page of `addr` if it is readable and resident.
+    fn remember(&self, emu: &Emulator, addr: u64) {
+        if let Ok(bytes) = emu.resident_page(addr) {
+            self.pages[slot(addr)].set(Some((page_down(addr), bytes.as_ptr())));
+        }
     }
 }
 
@@ -37,13 +78,27 @@ impl UserMemory for UserView<'_> {
     /// [`MemError::WouldFault`] and change nothing. Unmapped or unreadable
     /// memory is [`MemError::Unmapped`] (`-EFAULT`) in either mode.
     fn read(&self, addr: u64, buf: &mut [u8], access: Access) -> Result<(), MemError> {
-        self.emu.borrow_mut().read(addr, buf, access).map_err(mem_error)
+        if let Some(bytes) = self.remembered(addr, buf.len()) {
+            buf.copy_from_slice(bytes);
+            return Ok(());
+        }
+        let mut emu = self.emu.borrow_mut();
+        emu.read(addr, buf, access).map_err(mem_error)?;
+        self.remember(&emu, addr);
+        Ok(())
     }
 
     /// The bytes a faultable read would give, with no page brought in
     /// and no fault counted.
     fn read_untracked(&self, addr: u64, buf: &mut [u8]) -> Result<(), MemError> {
-        self.emu.borrow().read_untracked(addr, buf).map_err(mem_error)
+        if let Some(bytes) = self.remembered(addr, buf.len()) {
+            buf.copy_from_slice(bytes);
+            return Ok(());
+        }
+        let emu = self.emu.borrow();
+        emu.read_untracked(addr, buf).map_err(mem_error)?;
+        self.remember(&emu, addr);
+        Ok(())
     }
 
     /// Pages brought in by faultable reads (and the emulator's own kernel-side

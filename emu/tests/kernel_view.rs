@@ -69,6 +69,40 @@ fn user_memory_faults_only_when_allowed() {
     }
 }
 
+/// A view serves reads inside pages it has found resident from their host
+/// bytes: the same bytes as a fresh read of each, in every mode, also for
+/// reads that cross a page boundary, and no fault counted.
+#[test]
+fn remembered_pages_read_as_fresh_ones() {
+    for arch in Arch::ALL {
+        let mut emu = load(arch);
+        let sframe = emu.sframe().expect("lab-v3 has PT_GNU_SFRAME");
+        NmiSource::every(997).unwrap().next(&mut emu).expect("run").expect("an NMI");
+        let (start, end) = (sframe.addr, sframe.addr + sframe.size);
+        let mut expected = vec![0u8; sframe.size as usize];
+        emu.user_memory().read(start, &mut expected, Access::Faultable).expect("bring the section in");
+        let faults = emu.page_stats().kernel_faults;
+        let mem = emu.user_memory();
+        // Odd sizes and strides, so that reads straddle pages.
+        for (size, stride) in [(1usize, 7u64), (4, 5), (8, 3), (24, 11)] {
+            let mut at = start;
+            while at + size as u64 <= end {
+                let mut buf = vec![0u8; size];
+                let offset = (at - start) as usize;
+                for access in [Access::Faultable, Access::NoFault] {
+                    mem.read(at, &mut buf, access).expect("read");
+                    assert_eq!(buf, expected[offset..offset + size], "{arch}: {at:#x} ({size} bytes, {access:?})");
+                }
+                mem.read_untracked(at, &mut buf).expect("read");
+                assert_eq!(buf, expected[offset..offset + size], "{arch}: {at:#x} ({size} bytes, untracked)");
+                at += stride;
+            }
+        }
+        assert_eq!(mem.read(8, &mut [0u8; 4], Access::Faultable), Err(MemError::Unmapped { addr: 8 }), "{arch}");
+        assert_eq!(mem.fault_count(), faults, "{arch}: a resident section faulted");
+    }
+}
+
 fn symbol(arch: Arch, name: &str) -> u64 {
     let bytes = std::fs::read(lab_v3(arch)).expect("read the guest");
     let elf = goblin::elf::Elf::parse(&bytes).expect("parse the guest");

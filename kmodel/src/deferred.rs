@@ -237,7 +237,7 @@ impl Kernel {
             self.log(cpu, Some(tid), EventKind::SframeRemove { sframe, why: "corrupt or faulting".into() });
         }
         if !self.opts.extra_unwinders.is_empty() {
-            let event = self.events.len() as u64;
+            let event = self.next_seq;
             self.extra.record(event, extra, &removed_sections, &self.opts.extra_unwinders);
         }
         self.log(cpu, Some(tid), EventKind::Unwind { nr: entries.len(), methods, stop, faultable: true, faults });

@@ -209,6 +209,9 @@ pub struct Kernel {
     /// Virtual time (ns).
     pub(crate) time: u64,
     pub(crate) events: Vec<Event>,
+    /// The `seq` of the next event (events the log does not keep count
+    /// too: [`crate::types::EventLog`]).
+    pub(crate) next_seq: u64,
     pub(crate) interleaver: Option<Box<dyn Interleaver>>,
     interleaver_generation: u64,
     pub(crate) next_tid: Tid,
@@ -244,6 +247,7 @@ impl Kernel {
             stats: Stats::default(),
             time: 0,
             events: Vec::new(),
+            next_seq: 0,
             interleaver: None,
             interleaver_generation: 0,
             next_tid: 1,
@@ -284,8 +288,11 @@ impl Kernel {
     }
 
     pub(crate) fn log(&mut self, cpu: usize, tid: Option<Tid>, kind: EventKind) {
-        let seq = self.events.len() as u64;
-        self.events.push(Event { seq, time: self.time, cpu, tid, kind });
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        if self.opts.event_log.keeps(&kind) {
+            self.events.push(Event { seq, time: self.time, cpu, tid, kind });
+        }
     }
 
     /// Advances virtual time.
@@ -383,7 +390,9 @@ impl Kernel {
         std::mem::take(&mut self.extra)
     }
 
-    /// The event log so far.
+    /// The event log so far (what [`KernelOptions::event_log`] keeps).
+    ///
+    /// [`KernelOptions::event_log`]: crate::types::KernelOptions::event_log
     pub fn events(&self) -> &[Event] {
         &self.events
     }

@@ -371,6 +371,31 @@ fn the_nmi_walk_probe_counts_walks_that_would_fault_and_changes_nothing() {
     assert_eq!(run(false), (0, 0, events));
 }
 
+/// `EventLog::Judging` keeps, with their sequence numbers, exactly the
+/// events of the full log it says it keeps, and the model does the same.
+#[test]
+fn a_judging_event_log_is_the_full_log_filtered() {
+    use kmodel::types::EventLog;
+    let run = |event_log: EventLog| {
+        let opts = KernelOptions { event_log, ..KernelOptions::default() };
+        let (mem, mut k, _, t, regs) = task_with_evicted_sframe(opts);
+        k.add_perf("perf", PerfScope::CpuWide, UserStackMode::Deferred);
+        for _ in 0..3 {
+            k.enter(t, EntryReason::Syscall, regs.clone(), &mem);
+            k.nmi(0, None, &mem);
+            k.return_to_user(t, &mem);
+        }
+        assert!(k.take_violations().is_empty());
+        (callbacks(&k), k.take_events())
+    };
+    let (calls, all) = run(EventLog::All);
+    let (judged_calls, judged) = run(EventLog::Judging);
+    assert_eq!(judged_calls, calls);
+    let kept: Vec<_> = all.iter().filter(|e| EventLog::Judging.keeps(&e.kind)).cloned().collect();
+    assert!(kept.len() < all.len() && kept.iter().any(|e| matches!(e.kind, EventKind::Unwind { .. })));
+    assert_eq!(judged, kept);
+}
+
 /// perf + ftrace + BPF on one task: each tracer is called once per cookie
 /// with the same stack; ftrace logs the cookie at its event and the stack
 /// at the callback; BPF keeps the stack in its map; the classic baselines

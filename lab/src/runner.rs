@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use kmodel::kernel::Kernel;
 use kmodel::tracer::{PerfRecord, UserChain};
-use kmodel::types::{KernelOptions, SframeTableOptions};
+use kmodel::types::{EventLog, KernelOptions, SframeTableOptions};
 use kmodel::unwind::{Method, UnwindConfig};
 
 use crate::report::{GuestResult, Progress, Report, RunError, SampleResult, Summary};
@@ -47,6 +47,7 @@ fn kernel_options(scenario: &Scenario) -> KernelOptions {
             syscalls: scenario.kernel.sframe_syscalls,
         },
         extra_unwinders: Vec::new(),
+        event_log: EventLog::All,
     }
 }
 
@@ -58,7 +59,8 @@ pub fn run_with_progress(scenario: &Scenario, progress: &mut dyn FnMut(Progress)
 /// [`run_with_progress`] for callers that read only the samples' verdicts
 /// and their explanations, such as `validate`: no event log
 /// ([`Report::log`] stays empty; every kernel event would be formatted as
-/// JSON only to be dropped) and no probe of what an in-NMI walk would have
+/// JSON only to be dropped), only the kernel events judging reads in
+/// [`Report::kernel_events`] ([`EventLog::Judging`]) and no probe of what an in-NMI walk would have
 /// faulted on (a dry run per NMI with no effect on the model;
 /// `summary.nmi_would_fault` stays 0). Verdicts are the same.
 pub fn run_for_verdicts(scenario: &Scenario, progress: &mut dyn FnMut(Progress)) -> Result<Report, RunError> {
@@ -168,7 +170,8 @@ fn execute<'s>(
     let opts = kernel_options(scenario);
     let extra_unwinders =
         extra.iter().map(|order| UnwindConfig { order: order.clone(), ..opts.unwind.clone() }).collect();
-    let mut k = Kernel::new(KernelOptions { probe_nmi_walk: full, extra_unwinders, ..opts });
+    let event_log = if full { EventLog::All } else { EventLog::Judging };
+    let mut k = Kernel::new(KernelOptions { probe_nmi_walk: full, extra_unwinders, event_log, ..opts });
     k.set_checks(true);
     let mut guests = Vec::new();
     for g in &scenario.guests {

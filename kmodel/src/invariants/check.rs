@@ -93,7 +93,7 @@ impl Kernel {
     /// Records the start of a cancel (callbacks before it returns are fine;
     /// missing ones are excused).
     pub(crate) fn ledger_cancel(&mut self, work: WorkId) {
-        let seq = self.events.len() as u64;
+        let seq = self.next_seq;
         self.ledger.cancelled.insert(work, seq);
     }
 
