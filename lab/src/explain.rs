@@ -141,9 +141,10 @@ const TRAMPOLINES: [&str; 5] =
 /// Where `pc` is, as (place, function): the symbol's names where there is
 /// one, else, in code no FDE covers, `OBJECT!nofde@START` after the start
 /// of that stretch of code (stripped programs have no other name for it).
-fn place_of(names: &Names<'_>, at: Option<&Located<'_>>, pc: u64) -> (String, String) {
+/// The place is a text field: empty unless `words`.
+fn place_of(names: &Names<'_>, at: Option<&Located<'_>>, pc: u64, words: bool) -> (String, String) {
     if let Some(off) = names.trampoline_offset(pc) {
-        return (format!("[vdso]+{off:#x}"), "[vdso]".into());
+        return (say(words, || format!("[vdso]+{off:#x}")), "[vdso]".into());
     }
     if names.known_function(pc).is_none() {
         if let Some(gap) = at.and_then(|l| Some((l, l.code?.gap_at(l.link)?))) {
@@ -151,10 +152,10 @@ fn place_of(names: &Names<'_>, at: Option<&Located<'_>>, pc: u64) -> (String, St
             // Unprefixed in the guest's own program, as its functions are.
             let object = if l.program { String::new() } else { format!("{}!", l.file) };
             let function = format!("{object}nofde@{:#x}", gap.start);
-            return (format!("{function}+{:#x}", l.link - gap.start), function);
+            return (say(words, || format!("{function}+{:#x}", l.link - gap.start)), function);
         }
     }
-    (names.name(pc), names.function(pc))
+    (say(words, || names.name(pc)), names.function(pc))
 }
 
 /// Explains sample `s` of `report` if its stack is truncated or wrong.
@@ -206,7 +207,7 @@ fn explain_in(report: &Report, s: &SampleResult, words: bool) -> Option<Explanat
     let Some(frame) = diverged.checked_sub(1) else {
         let pc = s.truth.first().copied().unwrap_or(0);
         let at = names.locate(pc);
-        let (place, function) = place_of(&names, at.as_ref(), pc);
+        let (place, function) = place_of(&names, at.as_ref(), pc, words);
         return Some(Explanation {
             frame: 0,
             pc,
@@ -227,7 +228,7 @@ fn explain_in(report: &Report, s: &SampleResult, words: bool) -> Option<Explanat
     let pc = s.truth[frame];
     let at = names.locate(pc);
     let code = at.as_ref().and_then(|l| l.code.map(|c| (l, c)));
-    let (mut place, mut function) = place_of(&names, at.as_ref(), pc);
+    let (mut place, mut function) = place_of(&names, at.as_ref(), pc, words);
     let sframe_row = code.filter(|_| words).and_then(|(l, c)| c.sframe_row(l.link));
     // A return address that is not in the function of its call: the call to
     // a noreturn function was the last instruction of its caller. Only a
@@ -235,7 +236,7 @@ fn explain_in(report: &Report, s: &SampleResult, words: bool) -> Option<Explanat
     let caller = names.known_function(pc.wrapping_sub(1));
     let past_call = caller.filter(|f| frame > 0 && names.known_function(pc).as_ref() != Some(f)).map(|f| {
         // Grouped under the function that makes the call, at its last byte.
-        (place, function) = (names.name(pc.wrapping_sub(1)), f.clone());
+        (place, function) = (say(words, || names.name(pc.wrapping_sub(1))), f.clone());
         say(words, || {
             format!(
                 "the return address lies just past the end of {f} (its last instruction calls a function that \
@@ -321,7 +322,7 @@ fn explain_in(report: &Report, s: &SampleResult, words: bool) -> Option<Explanat
                     });
                     match culprit {
                         Some((at, l, (row, cfi))) if at < frame => {
-                            (place, function) = place_of(&names, Some(&l), s.truth[at]);
+                            (place, function) = place_of(&names, Some(&l), s.truth[at], words);
                             (frame_at, sframe_row, cfi_row) = (at, Some(row.clone()), Some(cfi.clone()));
                             let reason = say(words, || {
                                 format!(

@@ -169,7 +169,7 @@ pub(crate) fn samples(
     guests: &[GuestRun],
     cancelled: &[String],
 ) -> (Vec<SampleResult>, Summary) {
-    let mut samples = Vec::new();
+    let mut samples = Vec::with_capacity(taken.len());
     let summary = judge(k, stitched, taken, guests, cancelled, None, |session, s, info, guest, judged| {
         samples.push(SampleResult {
             sample: s.sample,
@@ -216,7 +216,7 @@ pub(crate) fn extra_stacks(
         }
     }
     let mut source = ExtraSource { walks, extra, uses };
-    let mut stacks = Vec::new();
+    let mut stacks = Vec::with_capacity(taken.len());
     let summary =
         judge(k, stitched, taken, guests, cancelled, Some(&mut source), |_, _, _, _, judged| stacks.push(judged))?;
     Ok((stacks, summary))
