@@ -11,7 +11,7 @@ src=sframe/tests/data/toolchain/prog.c
 gcc -O2 -static -o "$out/x86_64" "$src"
 aarch64-linux-gnu-gcc -O2 -static -o "$out/aarch64" "$src"
 s390x-linux-gnu-gcc -O2 -static -o "$out/s390x" "$src"
-echo "| binary (static glibc, -O2) | SFrame | FDEs covered | code bytes covered | flex FDEs | .sframe / .eh_frame bytes | skipped (reason × count) |"
+echo "| architecture (static glibc binary, -O2) | SFrame | FDEs covered | code bytes covered | flex FDEs | .sframe / .eh_frame bytes | skipped (reason × count) |"
 echo "|---|---|---|---|---|---|---|"
 for arch in x86_64 aarch64 s390x; do
   for v in 3 2; do
@@ -21,7 +21,8 @@ import json, sys
 s = json.load(open(sys.argv[1]))
 pct = lambda a, b: f"{100.0 * a / b:.1f} %" if b else "–"
 reasons = "; ".join(f"{r} × {n}" for r, n in s["reasons"].items()) or "none"
-print(f"| {sys.argv[2]} | V{sys.argv[3]} | {s['fdes_covered']} / {s['fdes']} ({pct(s['fdes_covered'], s['fdes'])}) "
+arch = {"x86_64": "x86-64", "aarch64": "AArch64"}.get(sys.argv[2], sys.argv[2])
+print(f"| {arch} | V{sys.argv[3]} | {s['fdes_covered']} / {s['fdes']} ({pct(s['fdes_covered'], s['fdes'])}) "
       f"| {s['covered_bytes']} / {s['fde_bytes']} ({pct(s['covered_bytes'], s['fde_bytes'])}); {pct(s['covered_bytes'], s['text_bytes'])} of all executable bytes "
       f"| {s['flex']} | {s['sframe_bytes']} / {s['cfi_bytes']} ({s['sframe_bytes'] / s['cfi_bytes']:.2f}) | {reasons} |")
 PY
