@@ -57,6 +57,24 @@ impl<'e> UserView<'e> {
         Some(unsafe { std::slice::from_raw_parts(host.add(offset as usize), len) })
     }
 
+    /// Reads `buf.len()` bytes at `addr` from a remembered page, or else
+    /// with `read`, then remembers the page if it is now resident.
+    fn read_with(
+        &self,
+        addr: u64,
+        buf: &mut [u8],
+        read: impl FnOnce(&mut Emulator, &mut [u8]) -> Result<(), MemFault>,
+    ) -> Result<(), MemError> {
+        if let Some(bytes) = self.remembered(addr, buf.len()) {
+            buf.copy_from_slice(bytes);
+            return Ok(());
+        }
+        let mut emu = self.emu.borrow_mut();
+        read(&mut emu, buf).map_err(mem_error)?;
+        self.remember(&emu, addr);
+        Ok(())
+    }
+
     /// Remembers the page of `addr` if it is readable and resident.
     fn remember(&self, emu: &Emulator, addr: u64) {
         if let Ok(bytes) = emu.resident_page(addr) {
@@ -78,27 +96,13 @@ impl UserMemory for UserView<'_> {
     /// [`MemError::WouldFault`] and change nothing. Unmapped or unreadable
     /// memory is [`MemError::Unmapped`] (`-EFAULT`) in either mode.
     fn read(&self, addr: u64, buf: &mut [u8], access: Access) -> Result<(), MemError> {
-        if let Some(bytes) = self.remembered(addr, buf.len()) {
-            buf.copy_from_slice(bytes);
-            return Ok(());
-        }
-        let mut emu = self.emu.borrow_mut();
-        emu.read(addr, buf, access).map_err(mem_error)?;
-        self.remember(&emu, addr);
-        Ok(())
+        self.read_with(addr, buf, |emu, buf| emu.read(addr, buf, access))
     }
 
     /// The bytes a faultable read would give, with no page brought in
     /// and no fault counted.
     fn read_untracked(&self, addr: u64, buf: &mut [u8]) -> Result<(), MemError> {
-        if let Some(bytes) = self.remembered(addr, buf.len()) {
-            buf.copy_from_slice(bytes);
-            return Ok(());
-        }
-        let emu = self.emu.borrow();
-        emu.read_untracked(addr, buf).map_err(mem_error)?;
-        self.remember(&emu, addr);
-        Ok(())
+        self.read_with(addr, buf, |emu, buf| emu.read_untracked(addr, buf))
     }
 
     /// Pages brought in by faultable reads (and the emulator's own kernel-side
