@@ -23,7 +23,7 @@ python3 - "$unwindlab" "$work" "$iterations" <<'PY'
 import os, resource, subprocess, sys, time
 unwindlab, work, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 script = f"i=0; while [ $i -lt {n} ]; do i=$((i+1)); echo $i > /dev/null; done; echo done"
-names = {"amd64": "x86-64", "arm64": "AArch64", "s390x": "s390x"}
+names = {"amd64": "x86-64", "arm64": "aarch64", "s390x": "s390x"}
 
 def timed(cmd):
     """Wall and CPU seconds of one run (CPU: the child's user + system)."""

@@ -21,7 +21,7 @@ import json, sys
 s = json.load(open(sys.argv[1]))
 pct = lambda a, b: f"{100.0 * a / b:.1f} %" if b else "–"
 reasons = "; ".join(f"{r} × {n}" for r, n in s["reasons"].items()) or "none"
-arch = {"x86_64": "x86-64", "aarch64": "AArch64"}.get(sys.argv[2], sys.argv[2])
+arch = {"x86_64": "x86-64"}.get(sys.argv[2], sys.argv[2])
 print(f"| {arch} | V{sys.argv[3]} | {s['fdes_covered']} / {s['fdes']} ({pct(s['fdes_covered'], s['fdes'])}) "
       f"| {s['covered_bytes']} / {s['fde_bytes']} ({pct(s['covered_bytes'], s['fde_bytes'])}); {pct(s['covered_bytes'], s['text_bytes'])} of all executable bytes "
       f"| {s['flex']} | {s['sframe_bytes']} / {s['cfi_bytes']} ({s['sframe_bytes'] / s['cfi_bytes']:.2f}) | {reasons} |")

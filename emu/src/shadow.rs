@@ -155,21 +155,34 @@ impl ShadowStack {
     /// went on, `after` the registers after the instruction (needed only when
     /// [`ShadowStack::needs_registers`] says so).
     pub fn apply(&mut self, t: Transfer, next_pc: u64, after: Option<After>) {
+        // Missing registers (a caller that did not need to read them) stand
+        // for the lowest SP: no frame is below it.
+        self.apply_reading(t, next_pc, |_| after.unwrap_or_default());
+    }
+
+    /// [`ShadowStack::apply`] for a caller that reads the registers only if
+    /// a rule needs them: `read` is called at most once, with whether the
+    /// link register is needed too. This is the block hook's path for every
+    /// call and return (a read is a call into the engine), so the return's
+    /// frame is looked up once, here, and a call reads the SP alone.
+    #[inline]
+    pub fn apply_reading(&mut self, t: Transfer, next_pc: u64, read: impl FnOnce(bool) -> After) {
         if !t.taken(next_pc) {
             return;
         }
-        // Missing registers (a caller that did not need to read them) stand
-        // for the lowest SP: no frame is below it.
-        let after = after.unwrap_or_default();
         match t.flow {
             Flow::Plain => {}
-            Flow::Call => self.call(t.next, after.sp),
-            Flow::Return => self.ret(next_pc, after.sp),
+            Flow::Call => self.call(t.next, read(false).sp),
+            Flow::Return => match self.return_match(next_pc) {
+                Some(i) => self.return_through(i),
+                None => self.drop_below(read(false).sp),
+            },
             // An indirect jump to a pending return address is a return by
             // another register (glibc's s390x `_init`/`_fini` end in
-            // `br %r4` after reloading the saved %r14 into %r4).
-            Flow::Jump if self.innermost_ra() == Some(next_pc) => self.ret(next_pc, after.sp),
-            Flow::Jump => self.jump(after),
+            // `br %r4` after reloading the saved %r14 into %r4): the
+            // innermost frame is the one it returns through.
+            Flow::Jump if self.innermost_ra() == Some(next_pc) => self.return_through(self.frames.len() - 1),
+            Flow::Jump => self.jump(read(true)),
         }
     }
 
@@ -200,10 +213,16 @@ impl ShadowStack {
 
     /// A return to `target` was executed; the SP is now `sp`.
     pub fn ret(&mut self, target: u64, sp: u64) {
-        let Some(i) = self.return_match(target) else {
-            self.drop_below(sp);
-            return;
-        };
+        match self.return_match(target) {
+            Some(i) => self.return_through(i),
+            None => self.drop_below(sp),
+        }
+    }
+
+    /// A return went through frame `i` (see [`ShadowStack::return_match`]):
+    /// the frames above it have ended, and so has it unless it is a signal
+    /// marker, which is then marked returned.
+    fn return_through(&mut self, i: usize) {
         self.frames.truncate(i + 1);
         match &mut self.frames[i].kind {
             FrameKind::Call => {
@@ -302,6 +321,36 @@ mod tests {
             let mut s = stack(&[(0x100, 0x9000), (0x200, 0x8f00)]);
             s.apply(JUMP, 0x4000, Some(After { sp: 0x8f00, lr }));
             assert_eq!(s.return_addresses(), [0x200, 0x100]);
+        }
+    }
+
+    #[test]
+    fn registers_are_read_only_when_a_rule_needs_them_and_give_what_apply_gives() {
+        let call = Transfer { flow: Flow::Call, next: 0x300, conditional: false };
+        let ret = Transfer { flow: Flow::Return, next: 0, conditional: false };
+        let regs = After { sp: 0x8e80, lr: Some(0x150) };
+        // (transfer, where execution went on, the link register flag of the read or no read)
+        let cases = [
+            (call, 0x4000, Some(false)),
+            (ret, 0x200, None),
+            (ret, 0x999, Some(false)),
+            (JUMP, 0x200, None),
+            (JUMP, 0x150, Some(true)),
+            (Transfer { flow: Flow::Plain, next: 0, conditional: false }, 0x10, None),
+        ];
+        for (t, next_pc, read) in cases {
+            let mut lazy = stack(&[(0x100, 0x9000), (0x200, 0x8f00)]);
+            let mut eager = lazy.clone();
+            let mut seen = None;
+            lazy.apply_reading(t, next_pc, |link| {
+                assert!(seen.replace(link).is_none(), "read twice");
+                regs
+            });
+            assert_eq!(seen, read, "{t:?} to {next_pc:#x}");
+            // Never more reads than `needs_registers` asks of other callers.
+            assert!(seen.is_none() || eager.needs_registers(t, next_pc));
+            eager.apply(t, next_pc, Some(regs));
+            assert_eq!(lazy, eager, "{t:?} to {next_pc:#x}");
         }
     }
 

@@ -12,8 +12,13 @@
 //! instructions), so its common path is kept to a few instructions: Unicorn
 //! calls it directly with the tracker as its argument (no wrapper), it reads
 //! one 16-byte slot of a direct-mapped table, and it leaves calls, returns,
-//! first sights and stops to functions of their own. What remains is mostly
-//! the engine's call itself (BENCHMARKS.md, "Emulator throughput").
+//! first sights and stops to a function of its own. A call or return is
+//! applied in that function (the shadow stack's rule inlined there), with
+//! the innermost frame looked up once and the SP read from the engine only
+//! when the rule needs it (`ShadowStack::apply_reading`): calls and returns
+//! come every twenty instructions or so, so each call or register read
+//! saved on them shows in the shadow-stack run. What remains is mostly the
+//! engine's call itself (BENCHMARKS.md, "Emulator throughput").
 //!
 //! Two things cut a block short, and both are settled when the engine
 //! returns (`finish_run`): a fault or trap inside it (the PC then
@@ -342,9 +347,10 @@ impl Tracker {
         self.on_block_general(uc, addr, size);
     }
 
-    /// The block hook's work in every case: retires the previous block,
-    /// then counts this one or stops before it; calls, returns, first
-    /// sights and stops each have a function of their own.
+    /// The block hook's work in every case: retires the previous block
+    /// (inlined: this is the path of every call and return), then counts
+    /// this one or stops before it; first sights and stops each have a
+    /// function of their own.
     #[inline(never)]
     fn on_block_general(&mut self, uc: RawEngine, addr: u64, size: u32) {
         if self.cur.flow != Flow::Plain {
@@ -368,15 +374,14 @@ impl Tracker {
 
     /// Applies the completed control transfer ending `block` to the
     /// ground-truth stack; execution went on at `next_pc`.
-    #[inline(never)]
+    #[inline(always)]
     fn retire(&mut self, uc: RawEngine, block: Slot, next_pc: u64) {
-        let last = block.last();
-        let regs = self.stack.needs_registers(last, next_pc).then(|| {
-            // Each register read is a call into the engine.
-            let lr = self.lr_reg.filter(|_| ShadowStack::needs_link_register(last)).map(|lr| uc.reg(lr));
-            After { sp: uc.reg(self.sp_reg), lr }
+        let (sp, lr) = (self.sp_reg, self.lr_reg);
+        // Each register read is a call into the engine: only what the rule needs.
+        self.stack.apply_reading(block.last(), next_pc, |link| After {
+            sp: uc.reg(sp),
+            lr: lr.filter(|_| link).map(|lr| uc.reg(lr)),
         });
-        self.stack.apply(last, next_pc, regs);
     }
 
     /// The stop is before `block` or inside it: stops the engine before the
