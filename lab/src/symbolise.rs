@@ -283,9 +283,19 @@ impl<'a> Names<'a> {
     /// The function containing `pc` (`libc.so.6!function` outside the
     /// guest's program), if a symbol says there is one.
     pub fn known_function(&self, pc: u64) -> Option<String> {
-        let o = self.object(pc)?;
-        let (name, _) = o.symbols.lookup(pc.wrapping_sub(o.bias))?;
-        Some(if o.program { name.to_string() } else { format!("{}!{name}", o.file) })
+        self.locate_known(pc).1
+    }
+
+    /// [`Names::locate`] and [`Names::known_function`] of `pc` at once,
+    /// its object found once (explanations ask both of every PC).
+    pub fn locate_known(&self, pc: u64) -> (Option<Located<'a>>, Option<String>) {
+        let Some(o) = self.object(pc) else { return (None, None) };
+        let link = pc.wrapping_sub(o.bias);
+        let known = o.symbols.lookup(link).map(|(name, _)| match o.program {
+            true => name.to_string(),
+            false => format!("{}!{name}", o.file),
+        });
+        (Some(Located { file: &o.file, link, program: o.program, code: o.code.as_deref() }), known)
     }
 
     /// `pc` named as [`Names::name`] does, or, where no object is mapped
