@@ -488,7 +488,7 @@ fn stop_cause(
 fn stop_in_words(stop: &Stop) -> String {
     match stop {
         Stop::NoMethod { misses } if !misses.is_empty() => {
-            let why = |m: Method| misses.iter().find(|miss| miss.method == m).map(|miss| miss.why.as_str());
+            let why = |m: Method| misses.iter().find(|miss| miss.method == m).map(|miss| miss.why);
             match (why(Method::Sframe), why(Method::Fp)) {
                 (Some(s), Some(f)) => format!("no SFrame for it ({s}), and frame pointers failed ({f})"),
                 (Some(s), None) => format!("no SFrame for it ({s})"),
@@ -514,7 +514,7 @@ mod tests {
 
     #[test]
     fn stops_read_as_sentences() {
-        let miss = |method, why: &str| Miss { method, why: why.into() };
+        let miss = |method, why: &'static str| Miss { method, why };
         let both = Stop::NoMethod {
             misses: vec![miss(Method::Sframe, "no section for 0x10"), miss(Method::Fp, "FP below SP")],
         };
