@@ -257,9 +257,10 @@ fn explain_in(report: &Report, s: &SampleResult, words: bool) -> Option<Explanat
     let sframe_row = code.filter(|_| words).and_then(|(l, c)| c.sframe_row(l.link));
     // A return address that is not in the function of its call: the call to
     // a noreturn function was the last instruction of its caller. Only a
-    // known function at the call says so: unnamed places all differ.
-    let caller = names.known_function(pc.wrapping_sub(1));
-    let past_call = caller.filter(|f| frame > 0 && spot.known.as_ref() != Some(f)).map(|f| {
+    // known function at the call says so: unnamed places all differ. The
+    // interrupted PC (frame 0) was reached by no call.
+    let caller = (frame > 0).then(|| names.known_function(pc.wrapping_sub(1))).flatten();
+    let past_call = caller.filter(|f| spot.known.as_ref() != Some(f)).map(|f| {
         // Grouped under the function that makes the call, at its last byte.
         (place, function) = (say(words, || names.name(pc.wrapping_sub(1))), f.clone());
         say(words, || {
