@@ -271,7 +271,7 @@ fn explain_in(report: &Report, s: &SampleResult, words: bool) -> Option<Explanat
         })
     });
     let trampoline = match &spot.known {
-        Some(f) if TRAMPOLINES.contains(&f.rsplit('!').next().unwrap_or(&f)) => Some(say(words, || {
+        Some(f) if TRAMPOLINES.contains(&f.rsplit('!').next().unwrap_or(f)) => Some(say(words, || {
             format!(
                 "{f} is a signal trampoline: its caller is the interrupted code, saved in the signal frame, and a \
                  signal frame's rule is register-based, which the kernel applies only to the topmost frame"

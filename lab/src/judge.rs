@@ -196,7 +196,7 @@ pub(crate) fn judge_run(
     let mut taken: Vec<(u64, SampleInfo)> = taken.into_iter().collect();
     let mut readers = vec![0u32; taken.len()];
     let mut uses = vec![0u32; walks.walks.len()];
-    let found: Vec<Option<(usize, Option<OwnWalk<'_>>, Option<usize>)>> = sessions
+    let found: Vec<Option<Found<'_>>> = sessions
         .iter()
         .flatten()
         .map(|s| {
@@ -207,7 +207,7 @@ pub(crate) fn judge_run(
             if let Some(w) = beside {
                 uses[w] += 1;
             }
-            Some((at, own, beside))
+            Some(Found { at, own, beside })
         })
         .collect();
     let mut found = found.into_iter();
@@ -221,7 +221,7 @@ pub(crate) fn judge_run(
         .collect();
     for (session, stitched) in k.tracers().perf.iter().zip(sessions) {
         for s in stitched {
-            let Some((at, own, beside)) = found.next().flatten() else { continue };
+            let Some(Found { at, own, beside }) = found.next().flatten() else { continue };
             let (info, guest) = (&taken[at].1, &guests[taken[at].1.guest]);
             let verdict = |user: &Option<Vec<u64>>| verdict(user, &info.truth, &session.buffers, &s, guest, cancelled);
             let last = beside.is_some_and(|w| {
@@ -265,6 +265,17 @@ pub(crate) fn judge_run(
         }
     }
     (samples, summary, extras)
+}
+
+/// What judging one stitched sample reads, found before ([`judge_run`]).
+#[derive(Clone, Copy)]
+struct Found<'k> {
+    /// Its record in the lab's samples (an index into them).
+    at: usize,
+    /// The model's own walk behind it, if a deferred callback delivered it.
+    own: Option<OwnWalk<'k>>,
+    /// The extra walks beside that one (an index into `ExtraWalks::walks`).
+    beside: Option<usize>,
 }
 
 /// Where in `walks` the extra walks beside the model's walk logged as
