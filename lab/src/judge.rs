@@ -80,10 +80,11 @@ impl OwnWalk<'_> {
 /// The walk behind each deferred callback, by task and cookie: the latest
 /// `unwind` event of the task before the callback in the same kernel entry
 /// (a cached trace serves every callback of one entry; `unwind_reset_info()`
-/// ends it).
-fn walks(k: &Kernel) -> BTreeMap<(Tid, Cookie), OwnWalk<'_>> {
+/// ends it). A sorted array: built once and searched once per sample,
+/// cheaper than a tree.
+fn walks(k: &Kernel) -> Vec<((Tid, Cookie), OwnWalk<'_>)> {
     let mut last: BTreeMap<Tid, OwnWalk<'_>> = BTreeMap::new();
-    let mut out = BTreeMap::new();
+    let mut out = Vec::new();
     for e in k.events() {
         let Some(tid) = e.tid else { continue };
         match &e.kind {
@@ -95,12 +96,16 @@ fn walks(k: &Kernel) -> BTreeMap<(Tid, Cookie), OwnWalk<'_>> {
             }
             EventKind::Callback { cookie, .. } => {
                 if let Some(&walk) = last.get(&tid) {
-                    out.entry((tid, *cookie)).or_insert(walk);
+                    out.push(((tid, *cookie), walk));
                 }
             }
             _ => {}
         }
     }
+    // The first callback of a task and cookie says which walk it was (a
+    // stable sort keeps them in event order).
+    out.sort_by_key(|w| w.0);
+    out.dedup_by_key(|w| w.0);
     out
 }
 
@@ -123,7 +128,7 @@ pub(crate) struct Stitched<'k> {
     /// Per perf session (as `k.tracers().perf`), its stitched samples.
     sessions: Vec<Vec<StitchedSample>>,
     /// [`walks`] of the run, borrowed from its events.
-    walks: BTreeMap<(Tid, Cookie), OwnWalk<'k>>,
+    walks: Vec<((Tid, Cookie), OwnWalk<'k>)>,
 }
 
 impl<'k> Stitched<'k> {
@@ -175,10 +180,10 @@ pub(crate) type Extra = Result<(Vec<Judged>, Summary), String>;
 /// (copied only for all but the last perf session that recorded the
 /// sample), its stitched stacks, and each extra walk's trace (copied only
 /// while another sample of the same kernel entry will read it). The truth
-/// is copied even so: the copies lie together, in sample order, where
-/// validate's passes over the samples read them in that order, while the
-/// vectors the lab made at each NMI are scattered among the run's
-/// allocations (moving them made those passes a fifth slower).
+/// is copied even so: the copies lie together, in sample order, as
+/// validate's passes over the samples read them, while the vectors the lab
+/// made at each NMI lie scattered among the run's allocations, and reading
+/// those cost those passes more than the copies cost here.
 pub(crate) fn judge_run(
     k: &Kernel,
     stitched: Stitched<'_>,
@@ -202,7 +207,10 @@ pub(crate) fn judge_run(
         .map(|s| {
             let at = taken.binary_search_by_key(&s.sample, |t| t.0).ok()?;
             readers[at] += 1;
-            let own = s.cookie.and_then(|cookie| own_walks.get(&(s.tid, cookie))).copied();
+            let own = s.cookie.and_then(|cookie| {
+                let at = own_walks.binary_search_by_key(&(s.tid, cookie), |w| w.0).ok()?;
+                Some(own_walks[at].1)
+            });
             let beside = own.and_then(|own| index(walks, own.seq));
             if let Some(w) = beside {
                 uses[w] += 1;
