@@ -129,7 +129,7 @@ fn missing_data_cases_fall_back_and_keep_the_section() {
         // Without FP, the miss is why the walk ends.
         let trace = unwind_user(&regs, &mem, &mut registry, Access::Faultable, &sframe_only);
         assert_eq!(trace.entries, [pc]);
-        assert_eq!(trace.stop, Stop::NoMethod { misses: vec![Miss { method: Method::Sframe, why: why.to_string() }] });
+        assert_eq!(trace.stop, Stop::NoMethod { misses: vec![Miss { method: Method::Sframe, why }] });
     }
 }
 

@@ -12,6 +12,7 @@ use crate::verdict::Verdict;
 use kmodel::arch::Arch;
 use kmodel::unwind::{Method, Stop};
 use serde::Serialize;
+use sframe::elf::compare::Gap;
 
 /// The kind of cause a stack left the truth, for grouping and filtering.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -138,22 +139,47 @@ fn true_frame(arch: Arch, s: &SampleResult, at: usize) -> Option<(u64, Option<u6
 const TRAMPOLINES: [&str; 5] =
     ["__restore_rt", "__restore", "__default_rt_sa_restorer", "__default_sa_restorer", "__kernel_rt_sigreturn"];
 
-/// Where `pc` is, as (place, function): the symbol's names where there is
-/// one, else, in code no FDE covers, `OBJECT!nofde@START` after the start
-/// of that stretch of code (stripped programs have no other name for it).
-/// The place is a text field: empty unless `words`.
-fn place_of(names: &Names<'_>, at: Option<&Located<'_>>, pc: u64, words: bool) -> (String, String) {
+/// A code address as explanations look at it, each fact looked up once:
+/// the object holding it (and what its file says about its code there),
+/// the function a symbol names there, and the stretch of code without CFI
+/// around it.
+struct Spot<'a> {
+    /// The address.
+    pc: u64,
+    /// Its object, if one was mapped there.
+    at: Option<Located<'a>>,
+    /// [`Names::known_function`] of `pc`.
+    known: Option<String>,
+    /// The stretch of its object's code no FDE covers around it, if any.
+    gap: Option<Gap>,
+}
+
+impl<'a> Spot<'a> {
+    /// `pc` as `names` see it.
+    fn new(names: &Names<'a>, pc: u64) -> Spot<'a> {
+        let (at, known) = names.locate_known(pc);
+        let gap = at.as_ref().and_then(|l| l.code?.gap_at(l.link));
+        Spot { pc, at, known, gap }
+    }
+}
+
+/// Where `spot` is, as (place, function): the symbol's names where there
+/// is one, else, in code no FDE covers, `OBJECT!nofde@START` after the
+/// start of that stretch of code (stripped programs have no other name for
+/// it). The place is a text field: empty unless `words`.
+fn place_of(names: &Names<'_>, spot: &Spot<'_>, words: bool) -> (String, String) {
+    let pc = spot.pc;
     if let Some(off) = names.trampoline_offset(pc) {
         return (say(words, || format!("[vdso]+{off:#x}")), "[vdso]".into());
     }
-    if names.known_function(pc).is_none() {
-        if let Some(gap) = at.and_then(|l| Some((l, l.code?.gap_at(l.link)?))) {
-            let (l, gap) = gap;
-            // Unprefixed in the guest's own program, as its functions are.
-            let object = if l.program { String::new() } else { format!("{}!", l.file) };
-            let function = format!("{object}nofde@{:#x}", gap.start);
-            return (say(words, || format!("{function}+{:#x}", l.link - gap.start)), function);
-        }
+    if let Some(function) = &spot.known {
+        return (say(words, || names.name(pc)), function.clone());
+    }
+    if let (Some(l), Some(gap)) = (&spot.at, &spot.gap) {
+        // Unprefixed in the guest's own program, as its functions are.
+        let object = if l.program { String::new() } else { format!("{}!", l.file) };
+        let function = format!("{object}nofde@{:#x}", gap.start);
+        return (say(words, || format!("{function}+{:#x}", l.link - gap.start)), function);
     }
     (say(words, || names.name(pc)), names.function(pc))
 }
@@ -205,13 +231,12 @@ fn explain_in(report: &Report, s: &SampleResult, words: bool) -> Option<Explanat
     };
     let names = report.names(s);
     let Some(frame) = diverged.checked_sub(1) else {
-        let pc = s.truth.first().copied().unwrap_or(0);
-        let at = names.locate(pc);
-        let (place, function) = place_of(&names, at.as_ref(), pc, words);
+        let spot = Spot::new(&names, s.truth.first().copied().unwrap_or(0));
+        let (place, function) = place_of(&names, &spot, words);
         return Some(Explanation {
             frame: 0,
-            pc,
-            object: at.map_or("?".into(), |l| l.file.to_string()),
+            pc: spot.pc,
+            object: spot.at.map_or("?".into(), |l| l.file.to_string()),
             place,
             function,
             cause: Cause::FirstEntry,
@@ -225,16 +250,17 @@ fn explain_in(report: &Report, s: &SampleResult, words: bool) -> Option<Explanat
             true_ra: None,
         });
     };
-    let pc = s.truth[frame];
-    let at = names.locate(pc);
-    let code = at.as_ref().and_then(|l| l.code.map(|c| (l, c)));
-    let (mut place, mut function) = place_of(&names, at.as_ref(), pc, words);
+    let spot = Spot::new(&names, s.truth[frame]);
+    let pc = spot.pc;
+    let code = spot.at.as_ref().and_then(|l| l.code.map(|c| (l, c)));
+    let (mut place, mut function) = place_of(&names, &spot, words);
     let sframe_row = code.filter(|_| words).and_then(|(l, c)| c.sframe_row(l.link));
     // A return address that is not in the function of its call: the call to
     // a noreturn function was the last instruction of its caller. Only a
-    // known function at the call says so: unnamed places all differ.
-    let caller = names.known_function(pc.wrapping_sub(1));
-    let past_call = caller.filter(|f| frame > 0 && names.known_function(pc).as_ref() != Some(f)).map(|f| {
+    // known function at the call says so: unnamed places all differ. The
+    // interrupted PC (frame 0) was reached by no call.
+    let caller = (frame > 0).then(|| names.known_function(pc.wrapping_sub(1))).flatten();
+    let past_call = caller.filter(|f| spot.known.as_ref() != Some(f)).map(|f| {
         // Grouped under the function that makes the call, at its last byte.
         (place, function) = (say(words, || names.name(pc.wrapping_sub(1))), f.clone());
         say(words, || {
@@ -244,8 +270,8 @@ fn explain_in(report: &Report, s: &SampleResult, words: bool) -> Option<Explanat
             )
         })
     });
-    let trampoline = match names.known_function(pc) {
-        Some(f) if TRAMPOLINES.contains(&f.rsplit('!').next().unwrap_or(&f)) => Some(say(words, || {
+    let trampoline = match &spot.known {
+        Some(f) if TRAMPOLINES.contains(&f.rsplit('!').next().unwrap_or(f)) => Some(say(words, || {
             format!(
                 "{f} is a signal trampoline: its caller is the interrupted code, saved in the signal frame, and a \
                  signal frame's rule is register-based, which the kernel applies only to the topmost frame"
@@ -272,7 +298,7 @@ fn explain_in(report: &Report, s: &SampleResult, words: bool) -> Option<Explanat
         (Verdict::Truncated { .. }, None, None) => match &s.walk {
             Some(walk) => {
                 let sframe = report.scenario.kernel.unwinders.contains(&Method::Sframe);
-                stop_cause(&walk.stop, sframe, code.map(|(l, c)| (l.file, l.link, c)), words)
+                stop_cause(&walk.stop, sframe, code.map(|(l, c)| (l.file, l.link, c)), spot.gap.as_ref(), words)
             }
             None => (Cause::FpEnded, say(words, || "the walk stopped here".into())),
         },
@@ -318,11 +344,11 @@ fn explain_in(report: &Report, s: &SampleResult, words: bool) -> Option<Explanat
                     // SP up, and a right row above then reads wrong slots.
                     let culprit = (0..=frame).find_map(|at| {
                         let l = names.locate(s.truth[at])?;
-                        Some((at, l, l.code?.row_disagreement(l.link)?))
+                        Some((at, l.code?.row_disagreement(l.link)?))
                     });
                     match culprit {
-                        Some((at, l, (row, cfi))) if at < frame => {
-                            (place, function) = place_of(&names, Some(&l), s.truth[at], words);
+                        Some((at, (row, cfi))) if at < frame => {
+                            (place, function) = place_of(&names, &Spot::new(&names, s.truth[at]), words);
                             (frame_at, sframe_row, cfi_row) = (at, Some(row.clone()), Some(cfi.clone()));
                             let reason = say(words, || {
                                 format!(
@@ -357,10 +383,10 @@ fn explain_in(report: &Report, s: &SampleResult, words: bool) -> Option<Explanat
         }
         _ => reason,
     };
-    let (pc, at) = (s.truth[frame_at], names.locate(s.truth[frame_at]));
+    let at = if frame_at == frame { spot.at } else { names.locate(s.truth[frame_at]) };
     Some(Explanation {
         frame: frame_at,
-        pc,
+        pc: s.truth[frame_at],
         object: at.map_or("?".into(), |l| l.file.to_string()),
         place,
         function,
@@ -387,12 +413,13 @@ fn no_cfi_note(code: Option<(u64, &sframe::elf::compare::ObjectCode)>) -> &'stat
 /// Why a walk that ended early ended, as a cause and words: the model's
 /// stop, and for a missing SFrame row (`sframe`: the walk may use SFrame),
 /// whether the file has CFI there (the object's `file` name, the PC's
-/// `link` address, its code facts); the words empty unless `say` (see
-/// [`classify`]).
+/// `link` address, its code facts, the `gap` in its CFI there); the words
+/// empty unless `say` (see [`classify`]).
 fn stop_cause(
     stop: &Stop,
     sframe: bool,
     code: Option<(&str, u64, &sframe::elf::compare::ObjectCode)>,
+    gap: Option<&Gap>,
     say: bool,
 ) -> (Cause, String) {
     let mut words = self::say(say, || stop_in_words(stop));
@@ -410,7 +437,7 @@ fn stop_cause(
                 };
             }
             match code {
-                Some((file, link, c)) => match c.gap_at(link) {
+                Some((file, link, c)) => match gap {
                     Some(_) if !say => (Cause::NoCfi, words),
                     Some(gap) => {
                         let (text, covered) = c.fde_coverage();
@@ -462,7 +489,7 @@ fn stop_cause(
 fn stop_in_words(stop: &Stop) -> String {
     match stop {
         Stop::NoMethod { misses } if !misses.is_empty() => {
-            let why = |m: Method| misses.iter().find(|miss| miss.method == m).map(|miss| miss.why.as_str());
+            let why = |m: Method| misses.iter().find(|miss| miss.method == m).map(|miss| miss.why);
             match (why(Method::Sframe), why(Method::Fp)) {
                 (Some(s), Some(f)) => format!("no SFrame for it ({s}), and frame pointers failed ({f})"),
                 (Some(s), None) => format!("no SFrame for it ({s})"),
@@ -488,7 +515,7 @@ mod tests {
 
     #[test]
     fn stops_read_as_sentences() {
-        let miss = |method, why: &str| Miss { method, why: why.into() };
+        let miss = |method, why: &'static str| Miss { method, why };
         let both = Stop::NoMethod {
             misses: vec![miss(Method::Sframe, "no section for 0x10"), miss(Method::Fp, "FP below SP")],
         };

@@ -13,7 +13,7 @@ use crate::report::{Report, SampleResult, Summary, Walk};
 use crate::verdict::Verdict;
 use kmodel::event::EventKind;
 use kmodel::types::{Cookie, Tid};
-use kmodel::unwind::{ExtraWalks, Method, Stop};
+use kmodel::unwind::{ExtraWalks, Method, Stop, Trace};
 
 /// What the lab saw at a sampling NMI.
 pub(crate) struct SampleInfo {
@@ -80,10 +80,11 @@ impl OwnWalk<'_> {
 /// The walk behind each deferred callback, by task and cookie: the latest
 /// `unwind` event of the task before the callback in the same kernel entry
 /// (a cached trace serves every callback of one entry; `unwind_reset_info()`
-/// ends it).
-fn walks(k: &Kernel) -> BTreeMap<(Tid, Cookie), OwnWalk<'_>> {
+/// ends it). A sorted array: built once and searched once per sample,
+/// cheaper than a tree.
+fn walks(k: &Kernel) -> Vec<((Tid, Cookie), OwnWalk<'_>)> {
     let mut last: BTreeMap<Tid, OwnWalk<'_>> = BTreeMap::new();
-    let mut out = BTreeMap::new();
+    let mut out = Vec::new();
     for e in k.events() {
         let Some(tid) = e.tid else { continue };
         match &e.kind {
@@ -95,12 +96,16 @@ fn walks(k: &Kernel) -> BTreeMap<(Tid, Cookie), OwnWalk<'_>> {
             }
             EventKind::Callback { cookie, .. } => {
                 if let Some(&walk) = last.get(&tid) {
-                    out.entry((tid, *cookie)).or_insert(walk);
+                    out.push(((tid, *cookie), walk));
                 }
             }
             _ => {}
         }
     }
+    // The first callback of a task and cookie says which walk it was (a
+    // stable sort keeps them in event order).
+    out.sort_by_key(|w| w.0);
+    out.dedup_by_key(|w| w.0);
     out
 }
 
@@ -123,16 +128,10 @@ pub(crate) struct Stitched<'k> {
     /// Per perf session (as `k.tracers().perf`), its stitched samples.
     sessions: Vec<Vec<StitchedSample>>,
     /// [`walks`] of the run, borrowed from its events.
-    walks: BTreeMap<(Tid, Cookie), OwnWalk<'k>>,
+    walks: Vec<((Tid, Cookie), OwnWalk<'k>)>,
 }
 
 impl<'k> Stitched<'k> {
-    /// The model's own walk behind stitched sample `s`, if a deferred
-    /// callback delivered its stack.
-    fn own(&self, s: &StitchedSample) -> Option<&OwnWalk<'k>> {
-        s.cookie.and_then(|cookie| self.walks.get(&(s.tid, cookie)))
-    }
-
     /// Stitches the perf sessions of `k`.
     pub(crate) fn new(k: &Kernel) -> Stitched<'_> {
         Stitched { sessions: k.tracers().perf.iter().map(|p| stitch(&p.buffers)).collect(), walks: walks(k) }
@@ -160,66 +159,131 @@ impl Judged {
     }
 }
 
-/// Judges every sample the perf sessions of `k` recorded (`stitched`: of
-/// `k`); the summary has the verdict counts filled in.
-pub(crate) fn samples(
-    k: &Kernel,
-    stitched: &Stitched<'_>,
-    taken: &BTreeMap<u64, SampleInfo>,
-    guests: &[GuestRun],
-    cancelled: &[String],
-) -> (Vec<SampleResult>, Summary) {
-    let mut samples = Vec::with_capacity(taken.len());
-    let summary = judge(k, stitched, taken, guests, cancelled, None, |session, s, info, guest, judged| {
-        samples.push(SampleResult {
-            sample: s.sample,
-            tracer: session.to_string(),
-            guest: guest.name.clone(),
-            cpu: info.cpu,
-            icount: info.icount,
-            truth: info.truth.clone(),
-            call_sps: info.call_sps.clone(),
-            kernel: s.kernel.clone(),
-            delivered: judged.delivered,
-            deferred_cpu: s.deferred_cpu,
-            walk: judged.walk,
-            verdict: judged.verdict,
-        })
-    })
-    .expect("the model's own walks made every stack");
-    (samples, summary)
-}
+/// One extra unwinder configuration's stacks of a run, per sample of the
+/// report in its order, and their verdict counts; or why they cannot stand
+/// for a run with that configuration alone ([`judge_run`]).
+pub(crate) type Extra = Result<(Vec<Judged>, Summary), String>;
 
-/// The stacks of the model's extra unwinder configuration `extra`
+/// Judges every sample the perf sessions of `k` recorded (`stitched`: of
+/// `k`, `taken`: what the lab saw at each NMI), in one pass for the model's
+/// own stacks and those of its first `extra` extra unwinder configurations
 /// (`KernelOptions::extra_unwinders`; `walks`: the kernel's, taken from it
-/// with `Kernel::take_extra_walks`, whose traces of `extra` this moves out)
-/// in place of its own, one per sample [`samples`] gives, in its order:
-/// each deferred stack is that configuration's walk at the same point, so
-/// the verdicts are those a run with it alone gives. Fails, saying why, if
-/// a stack came from no faultable walk of the model (an in-NMI walk): no
-/// extra walk stands beside it.
-pub(crate) fn extra_stacks(
+/// with `Kernel::take_extra_walks`): the report's samples with the summary's
+/// verdict counts, and per extra configuration its stacks in their place,
+/// each deferred stack that configuration's walk at the same point, so its
+/// verdicts are those a run with it alone gives. An extra configuration
+/// fails, saying why, where its walks stopped standing for its own run
+/// (`walks.diverged`) or a stack came from no faultable walk of the model
+/// (an in-NMI walk: no extra walk stands beside it).
+///
+/// What has one reader is moved rather than copied: each sample's call SPs
+/// (copied only for all but the last perf session that recorded the
+/// sample), its stitched stacks, and each extra walk's trace (copied only
+/// while another sample of the same kernel entry will read it). The truth
+/// is copied even so: the copies lie together, in sample order, as
+/// validate's passes over the samples read them, while the vectors the lab
+/// made at each NMI lie scattered among the run's allocations, and reading
+/// those cost those passes more than the copies cost here.
+pub(crate) fn judge_run(
     k: &Kernel,
-    stitched: &Stitched<'_>,
-    taken: &BTreeMap<u64, SampleInfo>,
+    stitched: Stitched<'_>,
+    taken: BTreeMap<u64, SampleInfo>,
     guests: &[GuestRun],
     cancelled: &[String],
     walks: &mut ExtraWalks,
     extra: usize,
-) -> Result<(Vec<Judged>, Summary), String> {
-    // How many samples read each extra walk (a cached trace serves every
-    // callback of its kernel entry): the last one moves its trace.
+) -> (Vec<SampleResult>, Summary, Vec<Extra>) {
+    let Stitched { sessions, walks: own_walks } = stitched;
+    // Per stitched sample, in order: its record in `taken`, the model's own
+    // walk behind it and the extra walks beside that; and how many
+    // stitched samples read each record and each extra walk (the last
+    // reader moves what it reads).
+    let mut taken: Vec<(u64, SampleInfo)> = taken.into_iter().collect();
+    let mut readers = vec![0u32; taken.len()];
     let mut uses = vec![0u32; walks.walks.len()];
-    for s in stitched.sessions.iter().flatten().filter(|s| taken.contains_key(&s.sample)) {
-        if let Some(at) = stitched.own(s).and_then(|own| index(walks, own.seq)) {
-            uses[at] += 1;
+    let found: Vec<Option<Found<'_>>> = sessions
+        .iter()
+        .flatten()
+        .map(|s| {
+            let at = taken.binary_search_by_key(&s.sample, |t| t.0).ok()?;
+            readers[at] += 1;
+            let own = s.cookie.and_then(|cookie| {
+                let at = own_walks.binary_search_by_key(&(s.tid, cookie), |w| w.0).ok()?;
+                Some(own_walks[at].1)
+            });
+            let beside = own.and_then(|own| index(walks, own.seq));
+            if let Some(w) = beside {
+                uses[w] += 1;
+            }
+            Some(Found { at, own, beside })
+        })
+        .collect();
+    let mut found = found.into_iter();
+    let mut samples = Vec::with_capacity(taken.len());
+    let mut summary = Summary::default();
+    let mut extras: Vec<Extra> = (0..extra)
+        .map(|n| match walks.diverged.get(n).cloned().flatten() {
+            Some(why) => Err(why),
+            None => Ok((Vec::with_capacity(taken.len()), Summary::default())),
+        })
+        .collect();
+    for (session, stitched) in k.tracers().perf.iter().zip(sessions) {
+        for s in stitched {
+            let Some(Found { at, own, beside }) = found.next().flatten() else { continue };
+            let (info, guest) = (&taken[at].1, &guests[taken[at].1.guest]);
+            let verdict = |user: &Option<Vec<u64>>| verdict(user, &info.truth, &session.buffers, &s, guest, cancelled);
+            let last = beside.is_some_and(|w| {
+                uses[w] -= 1;
+                uses[w] == 0
+            });
+            for (n, out) in extras.iter_mut().enumerate() {
+                let Ok((stacks, counts)) = out else { continue };
+                let trace = beside.and_then(|w| walks.walks[w].traces.get_mut(n));
+                match extra_stack(&s, own.as_ref(), trace, last) {
+                    Ok((delivered, walk)) => {
+                        let verdict = verdict(&delivered);
+                        tally(counts, &verdict);
+                        stacks.push(Judged { delivered, walk, verdict });
+                    }
+                    Err(why) => *out = Err(why),
+                }
+            }
+            let verdict = verdict(&s.user);
+            tally(&mut summary, &verdict);
+            readers[at] -= 1;
+            let info = &mut taken[at].1;
+            let call_sps = match readers[at] {
+                0 => std::mem::take(&mut info.call_sps),
+                _ => info.call_sps.clone(),
+            };
+            samples.push(SampleResult {
+                sample: s.sample,
+                tracer: session.name.to_string(),
+                guest: guest.name.clone(),
+                cpu: info.cpu,
+                icount: info.icount,
+                truth: info.truth.clone(),
+                call_sps,
+                kernel: s.kernel,
+                delivered: s.user,
+                deferred_cpu: s.deferred_cpu,
+                walk: own.as_ref().map(OwnWalk::walk),
+                verdict,
+            });
         }
     }
-    let mut source = ExtraSource { walks, extra, uses };
-    let mut stacks = Vec::with_capacity(taken.len());
-    let summary =
-        judge(k, stitched, taken, guests, cancelled, Some(&mut source), |_, _, _, _, judged| stacks.push(judged))?;
-    Ok((stacks, summary))
+    (samples, summary, extras)
+}
+
+/// What judging one stitched sample reads, found before ([`judge_run`]).
+#[derive(Clone, Copy)]
+struct Found<'k> {
+    /// Its record in the lab's samples (an index into them).
+    at: usize,
+    /// The model's own walk behind it, if a deferred callback delivered it.
+    own: Option<OwnWalk<'k>>,
+    /// The extra walks beside that one (an index into `ExtraWalks::walks`).
+    beside: Option<usize>,
 }
 
 /// Where in `walks` the extra walks beside the model's walk logged as
@@ -228,112 +292,84 @@ fn index(walks: &ExtraWalks, seq: u64) -> Option<usize> {
     walks.walks.binary_search_by_key(&seq, |w| w.event).ok()
 }
 
-/// The traces of one extra configuration, handed out sample by sample:
-/// copied while another sample will read the same trace, moved to its
-/// last reader.
-struct ExtraSource<'w> {
-    /// The kernel's extra walks.
-    walks: &'w mut ExtraWalks,
-    /// Which configuration.
-    extra: usize,
-    /// Per extra walk, how many samples have yet to read it.
-    uses: Vec<u32>,
-}
-
-impl ExtraSource<'_> {
-    /// The delivered stack of `s` and its walk as this configuration made
-    /// it, given the model's own walk behind it (`own`).
-    fn stack(
-        &mut self,
-        s: &StitchedSample,
-        own: Option<&OwnWalk<'_>>,
-    ) -> Result<(Option<Vec<u64>>, Option<Walk>), String> {
-        let at = own.and_then(|own| index(self.walks, own.seq));
-        let last = at.is_some_and(|at| {
-            self.uses[at] -= 1;
-            self.uses[at] == 0
-        });
-        let trace = at.and_then(|at| self.walks.walks[at].traces.get_mut(self.extra));
-        let (entries, walk) = match trace {
-            Some(t) if last => (
-                Some(std::mem::take(&mut t.entries)),
-                Some(Walk {
-                    methods: std::mem::take(&mut t.methods),
-                    stop: std::mem::replace(&mut t.stop, Stop::Outermost),
-                }),
-            ),
-            Some(t) => (Some(t.entries.clone()), Some(Walk { methods: t.methods.clone(), stop: t.stop.clone() })),
-            None => (None, None),
-        };
-        // No stack, or an empty one: lost alike for every unwinder.
-        let Some(ips) = s.user.as_ref().filter(|ips| !ips.is_empty()) else {
-            return Ok((s.user.clone(), walk));
-        };
-        // The stack the model's own walk delivered: that walk's length.
-        match entries.filter(|_| own.is_some_and(|own| own.nr == ips.len())) {
-            Some(entries) => Ok((Some(entries), walk)),
-            None => Err(format!(
-                "sample {}'s user stack came from no faultable walk of the kernel model, so no other unwinder \
-                 walked beside it",
-                s.sample
-            )),
-        }
+/// The delivered stack of stitched sample `s` and its walk as an extra
+/// configuration made them, given the model's own walk behind it (`own`)
+/// and that configuration's `trace` beside it, moved out if this is its
+/// `last` reader, else copied.
+fn extra_stack(
+    s: &StitchedSample,
+    own: Option<&OwnWalk<'_>>,
+    trace: Option<&mut Trace>,
+    last: bool,
+) -> Result<(Option<Vec<u64>>, Option<Walk>), String> {
+    let (entries, walk) = match trace {
+        Some(t) if last => (
+            Some(std::mem::take(&mut t.entries)),
+            Some(Walk {
+                methods: std::mem::take(&mut t.methods),
+                stop: std::mem::replace(&mut t.stop, Stop::Outermost),
+            }),
+        ),
+        Some(t) => (Some(t.entries.clone()), Some(Walk { methods: t.methods.clone(), stop: t.stop.clone() })),
+        None => (None, None),
+    };
+    // No stack, or an empty one: lost alike for every unwinder.
+    let Some(ips) = s.user.as_ref().filter(|ips| !ips.is_empty()) else {
+        return Ok((s.user.clone(), walk));
+    };
+    // The stack the model's own walk delivered: that walk's length.
+    match entries.filter(|_| own.is_some_and(|own| own.nr == ips.len())) {
+        Some(entries) => Ok((Some(entries), walk)),
+        None => Err(format!(
+            "sample {}'s user stack came from no faultable walk of the kernel model, so no other unwinder \
+             walked beside it",
+            s.sample
+        )),
     }
 }
 
-/// Judges each sample of `stitched` (of `k`) with the model's own stacks
-/// (`extra`: `None`) or those of its extra configuration `extra`, handing
-/// each to `each` with its session's name, stitched sample, what the lab
-/// saw at its NMI and its guest; returns the verdict counts.
-fn judge(
-    k: &Kernel,
-    stitched: &Stitched<'_>,
-    taken: &BTreeMap<u64, SampleInfo>,
-    guests: &[GuestRun],
+/// The verdict on stitched sample `s` (of the perf session whose per-CPU
+/// buffers are `buffers`) had it been delivered `user`, against the
+/// `truth` (its `guest` and the `cancelled` tracers say why a stack was
+/// lost).
+fn verdict(
+    user: &Option<Vec<u64>>,
+    truth: &[u64],
+    buffers: &[Vec<PerfRecord>],
+    s: &StitchedSample,
+    guest: &GuestRun,
     cancelled: &[String],
-    mut extra: Option<&mut ExtraSource<'_>>,
-    mut each: impl FnMut(&str, &StitchedSample, &SampleInfo, &GuestRun, Judged),
-) -> Result<Summary, String> {
-    let mut summary = Summary::default();
-    for (session, samples) in k.tracers().perf.iter().zip(&stitched.sessions) {
-        for s in samples {
-            let Some(info) = taken.get(&s.sample) else { continue };
-            let guest = &guests[info.guest];
-            let own = stitched.own(s);
-            let (user, walk) = match extra.as_deref_mut() {
-                None => (s.user.clone(), own.map(OwnWalk::walk)),
-                Some(extra) => extra.stack(s, own)?,
-            };
-            let verdict = match &user {
-                Some(ips) if !ips.is_empty() => Verdict::judge(ips, &info.truth),
-                Some(_) => Verdict::Lost { why: lost_reason(guest, cancelled, true) },
-                None => match renamed(&session.buffers, s) {
-                    Some(tid) => Verdict::Lost {
-                        why: format!(
-                            "the deferred record names tid {tid}, the sample {} (an exec by a non-leader thread: exchange_tids())",
-                            s.tid
-                        ),
-                    },
-                    None => Verdict::Lost { why: lost_reason(guest, cancelled, false) },
-                },
-            };
-            summary.judged += 1;
-            match &verdict {
-                Verdict::Exact => summary.exact += 1,
-                Verdict::Truncated { .. } => summary.truncated += 1,
-                Verdict::Wrong { .. } => summary.wrong += 1,
-                Verdict::Lost { why } => {
-                    summary.lost += 1;
-                    *summary.lost_reasons.entry(why.clone()).or_insert(0) += 1;
-                }
-            }
-            if !matches!(verdict, Verdict::Lost { .. }) {
-                summary.delivered += 1;
-            }
-            each(&session.name, s, info, guest, Judged { delivered: user, walk, verdict });
+) -> Verdict {
+    match user {
+        Some(ips) if !ips.is_empty() => Verdict::judge(ips, truth),
+        Some(_) => Verdict::Lost { why: lost_reason(guest, cancelled, true) },
+        None => match renamed(buffers, s) {
+            Some(tid) => Verdict::Lost {
+                why: format!(
+                    "the deferred record names tid {tid}, the sample {} (an exec by a non-leader thread: exchange_tids())",
+                    s.tid
+                ),
+            },
+            None => Verdict::Lost { why: lost_reason(guest, cancelled, false) },
+        },
+    }
+}
+
+/// Counts `verdict` in `summary`.
+fn tally(summary: &mut Summary, verdict: &Verdict) {
+    summary.judged += 1;
+    match verdict {
+        Verdict::Exact => summary.exact += 1,
+        Verdict::Truncated { .. } => summary.truncated += 1,
+        Verdict::Wrong { .. } => summary.wrong += 1,
+        Verdict::Lost { why } => {
+            summary.lost += 1;
+            *summary.lost_reasons.entry(why.clone()).or_insert(0) += 1;
         }
     }
-    Ok(summary)
+    if !matches!(verdict, Verdict::Lost { .. }) {
+        summary.delivered += 1;
+    }
 }
 
 /// The scenario's expectations that `r` does not meet.

@@ -216,28 +216,17 @@ fn symbols(run: &Run<'_>) -> BTreeMap<String, GuestSymbols> {
     out
 }
 
-/// An extra unwinder order's stacks and verdict counts, or why they cannot
-/// stand for a run of its own ([`run_for_extra_stacks`]).
-type Extra = Result<(Vec<crate::judge::Judged>, Summary), String>;
-
 /// The report of a finished run, and the stacks of its first `extra`
 /// extra unwinder orders: the perf records stitched once for all.
-fn report(mut run: Run<'_>, with_log: bool, extra: usize) -> (Report, Vec<Extra>) {
+fn report(mut run: Run<'_>, with_log: bool, extra: usize) -> (Report, Vec<crate::judge::Extra>) {
     let symbols = symbols(&run);
-    // Done with the model: its extra walks' traces move into the stacks.
+    // Done with the model: its extra walks' traces move into the stacks,
+    // and what the lab saw at each NMI into the samples.
     let mut walks = run.k.take_extra_walks();
-    let (samples, mut summary, extras) = {
-        let stitched = crate::judge::Stitched::new(&run.k);
-        let (k, taken, guests, cancelled) = (&run.k, &run.samples, &run.guests, &run.cancelled);
-        let extras: Vec<Extra> = (0..extra)
-            .map(|n| match walks.diverged.get(n).cloned().flatten() {
-                Some(why) => Err(why),
-                None => crate::judge::extra_stacks(k, &stitched, taken, guests, cancelled, &mut walks, n),
-            })
-            .collect();
-        let (samples, summary) = crate::judge::samples(k, &stitched, taken, guests, cancelled);
-        (samples, summary, extras)
-    };
+    let taken = std::mem::take(&mut run.samples);
+    let stitched = crate::judge::Stitched::new(&run.k);
+    let (samples, mut summary, extras) =
+        crate::judge::judge_run(&run.k, stitched, taken, &run.guests, &run.cancelled, &mut walks, extra);
     let k = &mut run.k;
     summary.samples = k.tracers().samples;
     summary.bytes_written = k.tracers().perf_bytes();

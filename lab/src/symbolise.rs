@@ -111,8 +111,10 @@ pub struct GuestSymbols {
     objects: Vec<Mapped>,
     /// Per process, when it had which object.
     processes: BTreeMap<Pid, Vec<Span>>,
-    /// Per sample number, where it was taken.
-    samples: BTreeMap<u64, Moment>,
+    /// Per sample number, where it was taken, by sample number: a sorted
+    /// array, which explaining every sample in turn searches faster than a
+    /// tree.
+    samples: Vec<(u64, Moment)>,
     /// The page of the emulator's sigreturn trampolines (its vDSO), if known.
     trampoline: Option<u64>,
 }
@@ -129,7 +131,7 @@ impl GuestSymbols {
         samples: BTreeMap<u64, Moment>,
         cache: &mut SymbolCache,
     ) -> GuestSymbols {
-        let mut out = GuestSymbols { samples, ..GuestSymbols::default() };
+        let mut out = GuestSymbols { samples: samples.into_iter().collect(), ..GuestSymbols::default() };
         // Per process, the objects mapped now: (index into `objects`, since).
         let mut live: BTreeMap<Pid, Vec<(usize, usize)>> = BTreeMap::new();
         // The object each mapping was (to find it again when it goes).
@@ -206,7 +208,8 @@ impl GuestSymbols {
 
     /// The names as sample number `sample` saw them (none known: hex).
     pub fn at(&self, sample: u64) -> Names<'_> {
-        Names { symbols: Some(self), moment: self.samples.get(&sample).copied() }
+        let moment = self.samples.binary_search_by_key(&sample, |s| s.0).ok().map(|at| self.samples[at].1);
+        Names { symbols: Some(self), moment }
     }
 }
 
@@ -283,9 +286,19 @@ impl<'a> Names<'a> {
     /// The function containing `pc` (`libc.so.6!function` outside the
     /// guest's program), if a symbol says there is one.
     pub fn known_function(&self, pc: u64) -> Option<String> {
-        let o = self.object(pc)?;
-        let (name, _) = o.symbols.lookup(pc.wrapping_sub(o.bias))?;
-        Some(if o.program { name.to_string() } else { format!("{}!{name}", o.file) })
+        self.locate_known(pc).1
+    }
+
+    /// [`Names::locate`] and [`Names::known_function`] of `pc` at once,
+    /// its object found once (explanations ask both of every PC).
+    pub fn locate_known(&self, pc: u64) -> (Option<Located<'a>>, Option<String>) {
+        let Some(o) = self.object(pc) else { return (None, None) };
+        let link = pc.wrapping_sub(o.bias);
+        let known = o.symbols.lookup(link).map(|(name, _)| match o.program {
+            true => name.to_string(),
+            false => format!("{}!{name}", o.file),
+        });
+        (Some(Located { file: &o.file, link, program: o.program, code: o.code.as_deref() }), known)
     }
 
     /// `pc` named as [`Names::name`] does, or, where no object is mapped

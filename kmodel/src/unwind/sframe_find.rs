@@ -100,9 +100,7 @@ impl Miss {
     /// How the walk reports this miss if no later method steps.
     pub(super) fn stop(&self) -> Stop {
         match self {
-            Miss::NoData(why) => {
-                Stop::NoMethod { misses: vec![super::types::Miss { method: Method::Sframe, why: why.to_string() }] }
-            }
+            Miss::NoData(why) => Stop::NoMethod { misses: vec![super::types::Miss { method: Method::Sframe, why }] },
             Miss::Corrupt { sframe_start, reason } => {
                 Stop::Corrupt { sframe_start: *sframe_start, reason: reason.clone() }
             }

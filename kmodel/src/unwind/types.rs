@@ -84,8 +84,11 @@ impl Default for UnwindConfig {
 pub struct Miss {
     /// The method.
     pub method: Method,
-    /// Why, in words (`no .sframe section covers the IP`, `FP is below SP`).
-    pub why: String,
+    /// Why, in words (`no .sframe section covers the IP`, `FP is below SP`):
+    /// one of the model's fixed reasons, so that a walk's stop, made at
+    /// every step that ends a walk and kept, copied and dropped with every
+    /// judged sample, holds no string of its own.
+    pub why: &'static str,
 }
 
 /// Why a walk ended.
@@ -238,9 +241,7 @@ impl StepError {
         match (self, method) {
             (StepError::Fault(e), _) => Stop::Fault { addr: e.addr(), method },
             (StepError::Check(why), Method::Sframe) => Stop::BadRule { reason: (*why).into() },
-            (StepError::Check(why), Method::Fp) => {
-                Stop::NoMethod { misses: vec![Miss { method: Method::Fp, why: (*why).into() }] }
-            }
+            (StepError::Check(why), Method::Fp) => Stop::NoMethod { misses: vec![Miss { method: Method::Fp, why }] },
         }
     }
 }
