@@ -19,7 +19,7 @@ use std::cell::{Cell, RefCell};
 /// of them from pages it has just read (a binary search over the FDE table
 /// touches a few pages, then a stack page over and over): the view
 /// remembers pages that reads found mapped, readable and resident, with
-/// their host bytes ([`REMEMBERED`], by page number), and serves reads
+/// their host bytes (eight, by page number), and serves reads
 /// inside one with one copy and no page-table lookup. That is exact in
 /// every mode: a resident page neither faults nor leaves a trace.
 pub struct UserView<'e> {

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use crate::types::{Cookie, MmId, Tid, WorkId};
+use crate::types::{Cookie, EventLog, MmId, Tid, WorkId};
 
 /// One event.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -258,4 +258,31 @@ pub enum EventKind {
         /// Details.
         detail: String,
     },
+}
+
+impl EventKind {
+    /// Whether an event log of kind `log` keeps this event
+    /// ([`EventLog::Judging`] drops the events of every kernel entry and NMI).
+    pub fn kept_by(&self, log: EventLog) -> bool {
+        use EventKind as K;
+        match log {
+            EventLog::All => true,
+            EventLog::Judging => !matches!(
+                self,
+                K::Entry { .. }
+                    | K::ReturnToUser
+                    | K::NmiEnter { .. }
+                    | K::NmiExit
+                    | K::Request { .. }
+                    | K::TaskWorkQueued { .. }
+                    | K::HandlerStart { .. }
+                    | K::Record { .. }
+                    | K::ResetSkipped
+                    | K::MutexWait { .. }
+                    | K::Migrate { .. }
+                    | K::Sleep
+                    | K::Wake
+            ),
+        }
+    }
 }

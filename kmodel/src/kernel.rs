@@ -290,7 +290,7 @@ impl Kernel {
     pub(crate) fn log(&mut self, cpu: usize, tid: Option<Tid>, kind: EventKind) {
         let seq = self.next_seq;
         self.next_seq += 1;
-        if self.opts.event_log.keeps(&kind) {
+        if kind.kept_by(self.opts.event_log) {
             self.events.push(Event { seq, time: self.time, cpu, tid, kind });
         }
     }

@@ -370,30 +370,6 @@ impl EventLog {
     pub fn is_all(&self) -> bool {
         *self == EventLog::All
     }
-
-    /// Whether the log keeps an event of `kind`.
-    pub fn keeps(self, kind: &crate::event::EventKind) -> bool {
-        use crate::event::EventKind as K;
-        match self {
-            EventLog::All => true,
-            EventLog::Judging => !matches!(
-                kind,
-                K::Entry { .. }
-                    | K::ReturnToUser
-                    | K::NmiEnter { .. }
-                    | K::NmiExit
-                    | K::Request { .. }
-                    | K::TaskWorkQueued { .. }
-                    | K::HandlerStart { .. }
-                    | K::Record { .. }
-                    | K::ResetSkipped
-                    | K::MutexWait { .. }
-                    | K::Migrate { .. }
-                    | K::Sleep
-                    | K::Wake
-            ),
-        }
-    }
 }
 
 impl Default for KernelOptions {
