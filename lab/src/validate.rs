@@ -38,6 +38,12 @@ pub struct UnwinderResult {
     pub registration: Registration,
     /// Which SFrame was judged: every object mapped during the run, by name.
     pub judged: Vec<Judged>,
+    /// Invariant violations the kernel model found in the run this
+    /// unwinder was judged from (none expected). A violation means the
+    /// model of the kernel, not the unwinder, went wrong, so the verdicts
+    /// may not hold: said, never dropped.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub violations: Vec<String>,
 }
 
 /// Where the SFrame of validated programs comes from.
@@ -255,6 +261,7 @@ fn result(report: &crate::report::Report, source: SframeSource, registration: Re
         failures,
         registration,
         judged: judged(report, source),
+        violations: report.violations.clone(),
     }
 }
 
@@ -318,9 +325,18 @@ fn fnv(text: &str) -> u64 {
 /// Failure groups listed per unwinder in [`text`].
 const LISTED: usize = 15;
 
-/// The results as text: per unwinder the verdict shares and which SFrame
-/// was judged, then the groups of failures, worst first, each with its
-/// cause, function, depth, PC and reason.
+/// The warning that a run's kernel model broke its invariants.
+fn violations_warning(violations: &[String], first: &str) -> String {
+    format!(
+        "warning: the kernel model broke {} invariant(s) in this run, so these verdicts may not hold (first: {first})",
+        violations.len()
+    )
+}
+
+/// The results as text: per unwinder the verdict shares, any invariant
+/// the kernel model broke, which SFrame was judged, then the groups of
+/// failures, worst first, each with its cause, function, depth, PC and
+/// reason.
 pub fn text(results: &BTreeMap<String, UnwinderResult>) -> String {
     let mut out = String::new();
     for (name, r) in results {
@@ -332,6 +348,9 @@ pub fn text(results: &BTreeMap<String, UnwinderResult>) -> String {
             pct(r.truncated),
             pct(r.wrong)
         );
+        if let Some(first) = r.violations.first() {
+            out += &format!("    {}\n", violations_warning(&r.violations, first));
+        }
         if name == "sframe" {
             let judged: Vec<String> = r.judged.iter().map(|j| format!("{}: {}", j.object, j.sframe)).collect();
             out += &format!("    SFrame judged: {}\n", judged.join("; "));
@@ -385,6 +404,9 @@ pub fn html(title: &str, results: &BTreeMap<String, UnwinderResult>) -> String {
             pct(r.wrong),
             n = esc(name)
         );
+        if let Some(first) = r.violations.first() {
+            out += &format!("<p class=\"bad\">{}</p>", esc(&violations_warning(&r.violations, first)));
+        }
         out += "<table><tr><th>object</th><th>SFrame judged</th></tr>";
         for j in &r.judged {
             out += &format!("<tr><td><code>{}</code></td><td>{}</td></tr>", esc(&j.object), esc(&j.sframe));
@@ -419,4 +441,35 @@ pub fn html(title: &str, results: &BTreeMap<String, UnwinderResult>) -> String {
     }
     out += "</body></html>\n";
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Invariant violations of the kernel model are said in every output,
+    /// never dropped; a run without them says nothing of them.
+    #[test]
+    fn violations_are_said() {
+        let result = |violations: Vec<String>| UnwinderResult {
+            samples: 10,
+            exact: 10,
+            truncated: 0,
+            wrong: 0,
+            lost: 0,
+            failures: Vec::new(),
+            registration: Registration::Exec,
+            judged: Vec::new(),
+            violations,
+        };
+        let clean = BTreeMap::from([("sframe".to_string(), result(Vec::new()))]);
+        assert!(!text(&clean).contains("invariant"));
+        assert!(!serde_json::to_string(&clean).unwrap().contains("violations"));
+        let broken = BTreeMap::from([("sframe".to_string(), result(vec!["B1: cookie 0x1 called twice".into()]))]);
+        let warning = "the kernel model broke 1 invariant(s) in this run, so these verdicts may not hold \
+                       (first: B1: cookie 0x1 called twice)";
+        assert!(text(&broken).contains(warning), "{}", text(&broken));
+        assert!(html("prog", &broken).contains(warning));
+        assert!(serde_json::to_string(&broken).unwrap().contains("\"violations\":[\"B1: cookie 0x1 called twice\"]"));
+    }
 }
