@@ -1,8 +1,6 @@
 //! The checks: structural invariants after every host call, behavioural
 //! ones as requests, callbacks, resets and exits happen.
 
-use std::collections::BTreeMap;
-
 use super::ledger::{Violation, HISTORY};
 use crate::event::EventKind;
 use crate::kernel::{Kernel, TaskState};
@@ -46,7 +44,7 @@ impl Kernel {
             e.pc = pc;
             e.entry = entry;
         }
-        *e.requested.entry(work).or_insert(0) += 1;
+        e.requested.add(work);
     }
 
     /// Records a callback (B1 duplicates, B2, B6).
@@ -56,8 +54,8 @@ impl Kernel {
         }
         let id = cookie.id();
         let e = self.ledger.entries.entry((tid, id)).or_default();
-        *e.called.entry(work).or_insert(0) += 1;
-        let (requested, called, pc) = (e.requested.contains_key(&work), e.called[&work], e.pc);
+        let called = e.called.add(work);
+        let (requested, pc) = (e.requested.get(work) > 0, e.pc);
         if !requested {
             let stale = self.ledger.cancelled.keys().any(|w| self.works[w.0].name != self.works[work.0].name);
             let why = if stale { " (stale bit snapshot across cancel + re-register)" } else { "" };
@@ -104,8 +102,8 @@ impl Kernel {
             return;
         }
         let Some(e) = self.ledger.entries.remove(&(tid, cookie.id())) else { return };
-        for (work, _) in e.requested {
-            let called = e.called.get(&work).copied().unwrap_or(0);
+        for work in e.requested.works() {
+            let called = e.called.get(work);
             if called == 0 && !self.ledger.cancelled.contains_key(&work) {
                 self.violation(
                     if why == "exit" { "B8" } else { "B1" },
@@ -185,9 +183,11 @@ impl Kernel {
     /// same cookie at once (B4), no two share one cache (by construction in
     /// the model: `unwind_task_init()` gives each its own, checked by B5/B6
     /// per task).
-    fn check_mms_and_threads(&self, problems: &mut Vec<(&'static str, String)>) {
-        let mut users = vec![0u32; self.mms.len()];
-        let mut cookies: BTreeMap<u64, Tid> = BTreeMap::new();
+    fn check_mms_and_threads(&mut self, problems: &mut Vec<(&'static str, String)>) {
+        let (mut users, mut cookies) = std::mem::take(&mut self.ledger.scratch);
+        users.clear();
+        users.resize(self.mms.len(), 0);
+        cookies.clear();
         for t in self.tasks.values().filter(|t| t.state != TaskState::Dead) {
             if let Some(mm) = t.mm {
                 users[mm.0] += 1;
@@ -196,12 +196,16 @@ impl Kernel {
                 }
             }
             if !t.info.id.is_none() {
-                if let Some(other) = cookies.insert(t.info.id.id(), t.tid) {
-                    problems.push((
-                        "B4",
-                        format!("tasks {other} and {} hold the same cookie {:#x}", t.tid, t.info.id.id()),
-                    ));
-                }
+                cookies.push((t.info.id.id(), t.tid));
+            }
+        }
+        // Sorted by cookie, then task: a cookie held twice is two neighbours,
+        // reported with the lower task first.
+        cookies.sort_unstable();
+        for pair in cookies.windows(2) {
+            let ((id, other), (same, tid)) = (pair[0], pair[1]);
+            if id == same {
+                problems.push(("B4", format!("tasks {other} and {tid} hold the same cookie {id:#x}")));
             }
         }
         for (i, (m, &live)) in self.mms.iter().zip(&users).enumerate() {
@@ -209,6 +213,7 @@ impl Kernel {
                 problems.push(("M4", format!("mm {i} has mm_users {} but {live} live tasks use it", m.users)));
             }
         }
+        self.ledger.scratch = (users, cookies);
     }
 
     pub(crate) fn check_after_exit(&mut self, tid: Tid) {
