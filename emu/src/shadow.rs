@@ -145,12 +145,6 @@ impl ShadowStack {
             }
     }
 
-    /// Whether applying `t` reads the link register of its [`After`]: only
-    /// the indirect-jump rule does (calls and returns need the SP alone).
-    pub fn needs_link_register(t: Transfer) -> bool {
-        t.flow == Flow::Jump
-    }
-
     /// Applies an executed instruction's effect: `next_pc` is where execution
     /// went on, `after` the registers after the instruction (needed only when
     /// [`ShadowStack::needs_registers`] says so).
