@@ -92,8 +92,6 @@ pub struct Emulator {
     pub(crate) fs: crate::fs::Vfs,
     /// Unknown syscall numbers already reported (each is reported once).
     pub(crate) unknown_reported: std::collections::BTreeSet<u64>,
-    /// Thread names set by `prctl(PR_SET_NAME)` (`comm`), by thread.
-    pub(crate) thread_names: std::collections::BTreeMap<crate::procs::Tid, [u8; 16]>,
     /// The alternate signal stack `(base, size)`, if one is set.
     pub(crate) altstack: Option<(u64, u64)>,
     /// Address of the page with the sigreturn trampolines.

@@ -50,8 +50,9 @@ impl Emulator {
             cwd: self.fs.cwd.clone(),
             umask: self.fs.umask,
             exe: self.fs.exe.clone(),
-            // The child's one thread; its ID is set when it gets one.
-            task: crate::procs::Task::new(0),
+            // The child's one thread; its ID is set when it gets one. Its
+            // name is the caller's, as copy_process() copies `comm`.
+            task: crate::procs::Task { comm: self.task.comm, ..crate::procs::Task::new(0) },
         })
     }
 

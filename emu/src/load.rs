@@ -152,7 +152,6 @@ impl Emulator {
                 config.exe_path.clone().unwrap_or_else(|| default_exe_path(file)),
             ),
             unknown_reported: std::collections::BTreeSet::new(),
-            thread_names: std::collections::BTreeMap::new(),
             altstack: None,
             trampoline: 0,
             blocked: None,

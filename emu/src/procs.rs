@@ -186,12 +186,28 @@ pub(crate) struct Task {
     /// `set_robust_list`: the head and its length (recorded only: robust
     /// mutexes of a dead owner are not marked).
     pub(crate) robust_list: (u64, u64),
+    /// Its name (`comm`, `TASK_COMM_LEN` bytes with the NUL) once set by
+    /// `PR_SET_NAME`, inherited from the thread that created it, or set
+    /// by `execve` from the program's name; `None`: the name of the program
+    /// the emulator loaded.
+    pub(crate) comm: Option<[u8; COMM]>,
+}
+
+/// Bytes of a thread's name (`TASK_COMM_LEN`), the terminating NUL included.
+pub(crate) const COMM: usize = 16;
+
+/// `name` as a thread's name: cut to `COMM - 1` bytes, NUL-padded.
+pub(crate) fn comm(name: &[u8]) -> [u8; COMM] {
+    let mut comm = [0u8; COMM];
+    let len = name.len().min(COMM - 1);
+    comm[..len].copy_from_slice(&name[..len]);
+    comm
 }
 
 impl Task {
     /// A thread with nothing recorded.
     pub(crate) fn new(tid: Tid) -> Task {
-        Task { tid, clear_child_tid: 0, robust_list: (0, 0) }
+        Task { tid, clear_child_tid: 0, robust_list: (0, 0), comm: None }
     }
 }
 

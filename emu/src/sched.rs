@@ -224,7 +224,8 @@ impl Emulator {
             signals,
             altstack: None,
             blocked: None,
-            task: Task { clear_child_tid, ..Task::new(tid) },
+            // Named as the thread that created it, as copy_process() does.
+            task: Task { clear_child_tid, comm: self.task.comm, ..Task::new(tid) },
             stack: crate::shadow::ShadowStack::new(),
             reference,
             cut: None,

@@ -308,7 +308,10 @@ fn exec(emu: &mut Emulator, dirfd: u64, path: u64, argv: u64, envp: u64) -> SysR
         me.threads.remove(&old_tid);
         me.threads.insert(pid, None);
     }
-    emu.task = crate::procs::Task::new(pid);
+    // begin_new_exec(): the thread is named after the file as the call
+    // named it (a script's, not its interpreter's).
+    let name = as_called.rsplit(|&b| b == b'/').next().unwrap_or_default();
+    emu.task = crate::procs::Task { comm: Some(crate::procs::comm(name)), ..crate::procs::Task::new(pid) };
     let before = emu.objects();
     let base = emu.icount();
     let new = crate::hooks::new_engine(emu.machine, emu.tracking(), &file)?;

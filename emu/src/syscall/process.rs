@@ -10,7 +10,7 @@ use super::outcome::{block, fail, ok, Outcome, SysError, SysResult};
 use crate::arch::Arch;
 use crate::emulator::Emulator;
 use crate::process::{GID, UID};
-use crate::procs::Pid;
+use crate::procs::{comm, Pid, COMM};
 
 /// `exit_group`: every thread of the process ends.
 pub(super) fn exit(_emu: &mut Emulator, [status, ..]: [u64; 6]) -> SysResult {
@@ -168,34 +168,20 @@ pub(super) fn arch_prctl(emu: &mut Emulator, [code, addr, ..]: [u64; 6]) -> SysR
 pub(super) fn prctl(emu: &mut Emulator, [option, arg2, ..]: [u64; 6]) -> SysResult {
     match option {
         PR_SET_NAME => {
-            let name = emu.read_cstr(arg2, COMM - 1).map_err(|_| SysError::Errno(EFAULT))?;
-            let tid = emu.tid();
-            emu.thread_names.insert(tid, comm(&name.unwrap_or_default()));
+            // strncpy_from_user() of at most 15 bytes: a longer name is cut.
+            let (name, _) = crate::emulator::scan_cstr(arg2, COMM - 1, |at, len| emu.read_vec(at, len))
+                .map_err(|_| SysError::Errno(EFAULT))?;
+            emu.task.comm = Some(comm(&name));
             ok(0)
         }
         PR_GET_NAME => {
-            let tid = emu.tid();
-            let comm = emu
-                .thread_names
-                .get(&tid)
-                .copied()
-                .unwrap_or_else(|| comm(emu.image.file.rsplit('/').next().unwrap_or_default().as_bytes()));
-            emu.write(arg2, &comm)?;
+            let name =
+                emu.task.comm.unwrap_or_else(|| comm(emu.image.file.rsplit('/').next().unwrap_or_default().as_bytes()));
+            emu.write(arg2, &name)?;
             ok(0)
         }
         _ => fail(EINVAL),
     }
-}
-
-/// Bytes of a thread's name (`TASK_COMM_LEN`), the terminating NUL included.
-const COMM: usize = 16;
-
-/// `name` as a thread's name: cut to `COMM - 1` bytes, NUL-padded.
-fn comm(name: &[u8]) -> [u8; COMM] {
-    let mut comm = [0u8; COMM];
-    let len = name.len().min(COMM - 1);
-    comm[..len].copy_from_slice(&name[..len]);
-    comm
 }
 
 /// `futex`: waits queue in `Sched::futexes` (oldest first) keyed by the
@@ -403,10 +389,12 @@ pub(super) fn setsid(emu: &mut Emulator, _: [u64; 6]) -> SysResult {
 
 #[cfg(test)]
 mod tests {
+    use crate::procs::comm;
+
     #[test]
     fn a_thread_name_is_cut_to_15_bytes_and_nul_padded() {
-        assert_eq!(&super::comm(b"worker")[..], b"worker\0\0\0\0\0\0\0\0\0\0");
-        assert_eq!(&super::comm(b"a-very-long-thread-name")[..], b"a-very-long-thr\0");
-        assert_eq!(super::comm(b""), [0; 16]);
+        assert_eq!(&comm(b"worker")[..], b"worker\0\0\0\0\0\0\0\0\0\0");
+        assert_eq!(&comm(b"a-very-long-thread-name")[..], b"a-very-long-thr\0");
+        assert_eq!(comm(b""), [0; 16]);
     }
 }
