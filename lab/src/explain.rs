@@ -27,6 +27,10 @@ pub enum Cause {
     PastNoreturn,
     /// The SFrame row there gives a caller other than the truth.
     WrongRow,
+    /// The SFrame rows agree with the CFI, and the CFI itself gives a
+    /// caller other than the truth: it describes another frame than the
+    /// caller's (glibc's `__longjmp` describes the jump target's).
+    CfiWrong,
     /// A register-based SFrame rule below the topmost frame, where the
     /// registers are the callee's, not this frame's.
     RegisterRule,
@@ -60,6 +64,7 @@ impl std::fmt::Display for Cause {
             Cause::NoSection => "no registered section",
             Cause::PastNoreturn => "past a noreturn call",
             Cause::WrongRow => "wrong SFrame row",
+            Cause::CfiWrong => "CFI gives a wrong caller",
             Cause::RegisterRule => "register rule below the top",
             Cause::BadRule => "refused SFrame rule",
             Cause::SignalFrame => "signal trampoline",
@@ -358,15 +363,36 @@ fn explain_in(report: &Report, s: &SampleResult, words: bool) -> Option<Explanat
                             });
                             (Cause::WrongRow, reason)
                         }
-                        _ if !words => (Cause::WrongRow, String::new()),
                         _ => {
+                            // No row up to here contradicts its CFI: if the
+                            // row here is the object's own section's and CFI
+                            // covers the PC, the CFI itself leads astray.
                             cfi_row = code.and_then(|(l, c)| c.cfi_row(l.link));
-                            let row = sframe_row.as_deref().unwrap_or("a row of a section not in the file");
-                            let cfi = cfi_row.as_deref().map_or(String::new(), |r| format!("; the CFI says {r}"));
-                            (
-                                Cause::WrongRow,
-                                format!("the SFrame row here gives a wrong caller: {row}{cfi}; {callers}"),
-                            )
+                            let own_row = code.and_then(|(l, c)| c.sframe_row(l.link));
+                            match (culprit, own_row, cfi_row.is_some()) {
+                                (None, Some(row), true) => (
+                                    Cause::CfiWrong,
+                                    say(words, || {
+                                        format!(
+                                            "the SFrame row here is the CFI's ({row}), and the CFI itself gives a \
+                                             wrong caller: {callers}; CFI can describe another frame than the \
+                                             caller's (glibc's __longjmp's describes the jump target's, whose \
+                                             saved return address is mangled)"
+                                        )
+                                    }),
+                                ),
+                                _ => {
+                                    let row = sframe_row.as_deref().unwrap_or("a row of a section not in the file");
+                                    let cfi =
+                                        cfi_row.as_deref().map_or(String::new(), |r| format!("; the CFI says {r}"));
+                                    (
+                                        Cause::WrongRow,
+                                        say(words, || {
+                                            format!("the SFrame row here gives a wrong caller: {row}{cfi}; {callers}")
+                                        }),
+                                    )
+                                }
+                            }
                         }
                     }
                 }
@@ -375,7 +401,9 @@ fn explain_in(report: &Report, s: &SampleResult, words: bool) -> Option<Explanat
         _ => unreachable!("exact and lost stacks returned above"),
     };
     // A wrong row: what the truth is, next to the rows.
-    let truth = (cause == Cause::WrongRow).then(|| true_frame(report.scenario.machine.arch, s, frame_at)).flatten();
+    let truth = matches!(cause, Cause::WrongRow | Cause::CfiWrong)
+        .then(|| true_frame(report.scenario.machine.arch, s, frame_at))
+        .flatten();
     let reason = match truth {
         Some((cfa, slot, ra)) if words => {
             let slot = slot.map_or(String::new(), |slot| format!(" at {slot:#x}"));
