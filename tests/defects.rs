@@ -5,7 +5,11 @@
 //! * `wrong_row`, whose SFrame rows are rewritten with the crate's writer to
 //!   a CFA 16 bytes off (the CFI stays right);
 //! * `ends_in_noreturn`, whose last instruction calls a `noreturn` function,
-//!   so the return address lies just past its end.
+//!   so the return address lies just past its end;
+//! * `cfi_astray`, a hand-written assembly function whose CFI describes
+//!   another frame than its caller's: it says the return address is a word
+//!   where its caller (`cfi_caller`) left a marker, so the SFrame generated
+//!   from it agrees with it and still gives a wrong caller.
 //!
 //! `validate` must name each with the right cause, function and PC, and
 //! `sframe compare` must find the wrong rows statically, in `wrong_row` only.
@@ -34,6 +38,33 @@ __asm__(".text\n.globl nocfi_spin\n.type nocfi_spin, %function\nnocfi_spin:\n"
         "1: brctg %r2, 1b\n br %r14\n"
 #endif
         ".size nocfi_spin, .-nocfi_spin\n");
+void cfi_caller(long n);
+__asm__(".text\n.globl cfi_caller\n.type cfi_caller, %function\n"
+        ".type cfi_astray, %function\n"
+#if defined(__x86_64__)
+        /* The marker just above the return address; cfi_astray's CFI puts
+           its CFA 8 bytes too high, so its "return address" is the marker. */
+        "cfi_caller:\n .cfi_startproc\n push $0x1234\n .cfi_adjust_cfa_offset 8\n call cfi_astray\n"
+        " add $8, %rsp\n .cfi_adjust_cfa_offset -8\n ret\n .cfi_endproc\n"
+        "cfi_astray:\n .cfi_startproc\n .cfi_def_cfa_offset 16\n1: dec %rdi\n jnz 1b\n ret\n .cfi_endproc\n"
+#elif defined(__aarch64__)
+        /* The marker at sp + 16 of the caller's frame; cfi_astray's CFI says
+           a frame of 32 bytes with the return address 16 below its top. */
+        "cfi_caller:\n .cfi_startproc\n stp x29, x30, [sp, #-32]!\n .cfi_def_cfa_offset 32\n"
+        " .cfi_offset 29, -32\n .cfi_offset 30, -24\n mov x9, #0x1234\n str x9, [sp, #16]\n bl cfi_astray\n"
+        " ldp x29, x30, [sp], #32\n .cfi_def_cfa_offset 0\n .cfi_restore 29\n .cfi_restore 30\n ret\n .cfi_endproc\n"
+        "cfi_astray:\n .cfi_startproc\n .cfi_def_cfa_offset 32\n .cfi_offset 30, -16\n"
+        "1: subs x0, x0, #1\n b.ne 1b\n ret\n .cfi_endproc\n"
+#else
+        /* The marker in the r14 slot of the save area cfi_astray may use;
+           its CFI says r14 was saved there. */
+        "cfi_caller:\n .cfi_startproc\n stmg %r14, %r15, 112(%r15)\n .cfi_offset 14, -48\n .cfi_offset 15, -40\n"
+        " aghi %r15, -160\n .cfi_adjust_cfa_offset 160\n lghi %r1, 0x1234\n stg %r1, 112(%r15)\n"
+        " brasl %r14, cfi_astray\n lmg %r14, %r15, 272(%r15)\n .cfi_restore 14\n .cfi_restore 15\n"
+        " .cfi_def_cfa_offset 160\n br %r14\n .cfi_endproc\n"
+        "cfi_astray:\n .cfi_startproc\n .cfi_offset 14, -48\n1: brctg %r2, 1b\n br %r14\n .cfi_endproc\n"
+#endif
+        ".size cfi_caller, cfi_astray - cfi_caller\n.size cfi_astray, .-cfi_astray\n");
 __attribute__((noinline)) void wrong_row(long n) { for (volatile long i = 0; i < n; i++) sink += i; }
 __attribute__((noinline, noreturn)) void spin_and_exit(long n) {
     for (volatile long i = 0; i < n; i++) sink += i;
@@ -42,6 +73,7 @@ __attribute__((noinline, noreturn)) void spin_and_exit(long n) {
 __attribute__((noinline)) void ends_in_noreturn(long n) { sink = n; spin_and_exit(n); }
 int main(void) {
     nocfi_spin(100000);
+    cfi_caller(100000);
     wrong_row(20000);
     ends_in_noreturn(20000);
 }
@@ -138,6 +170,14 @@ fn validate_and_compare_name_each_defect() {
         let slot = if gcc == "gcc" { format!(" at {:#x}", cfa - 8) } else { String::new() };
         assert_eq!(bad.example.ra_slot, (gcc == "gcc").then(|| cfa - 8), "{gcc}: {bad:?}");
         assert!(bad.example.reason.contains(&format!("true CFA {cfa:#x}, RA{slot} = main+")), "{gcc}: {bad:?}");
+        // CFI that describes another frame: the rows agree with it, the
+        // caller is the caller's marker.
+        let astray = group(Cause::CfiWrong, "cfi_astray");
+        assert!(astray.pcs.iter().all(|pc| range("cfi_astray").contains(pc)), "{gcc}: {astray:?}");
+        assert!(astray.wrong > 0 && astray.example.frame == 0, "{gcc}: {astray:?}");
+        assert_eq!(astray.example.sframe_row.is_some(), astray.example.cfi_row.is_some(), "{gcc}: {astray:?}");
+        assert!(astray.example.reason.contains("it gave 0x1234"), "{gcc}: {astray:?}");
+        assert!(range("cfi_caller").contains(&astray.example.true_ra.expect("true RA")), "{gcc}: {astray:?}");
         let past = group(Cause::PastNoreturn, "ends_in_noreturn");
         assert_eq!(past.pcs, [range("ends_in_noreturn").end], "{gcc}: {past:?}");
         assert!(past.example.frame >= 1, "{gcc}: {past:?}");
