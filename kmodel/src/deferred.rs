@@ -196,6 +196,11 @@ impl Kernel {
         }
         let before = mem.fault_count();
         let extra = self.extra_walks_of(tid, mm, copy.as_ref(), mem);
+        let copied = copied_view(copy.as_ref(), self.task(tid).mm.is_none(), mem);
+        let walk_mem: &dyn UserMemory = match &copied {
+            Some(view) => view,
+            None => mem,
+        };
         let trace: Trace = if self.interleaver.is_some() {
             // A test's interleaved walk: owned copies, as the hook needs the
             // whole kernel between lookups.
@@ -204,13 +209,7 @@ impl Kernel {
                 return Err(EINVAL);
             };
             let cfg = self.opts.unwind.clone();
-            match &copy {
-                Some(copy) if self.task(tid).mm.is_none() => {
-                    let view = CopiedStack { base: copy.base, bytes: &copy.bytes, rest: mem };
-                    self.walk_interleaved(tid, mm, &regs, &view, &cfg)
-                }
-                _ => self.walk_interleaved(tid, mm, &regs, mem, &cfg),
-            }
+            self.walk_interleaved(tid, mm, &regs, walk_mem, &cfg)
         } else {
             // Split borrows: the registers, the configuration and the
             // registry are read in place, not copied per unwind.
@@ -219,14 +218,7 @@ impl Kernel {
             let Some(regs) = copy.as_ref().map(|c| &c.regs).or(task_regs) else {
                 return Err(EINVAL);
             };
-            let registry = &mut mms[mm.0].sframe;
-            match &copy {
-                Some(copy) if tasks[&tid].mm.is_none() => {
-                    let view = CopiedStack { base: copy.base, bytes: &copy.bytes, rest: mem };
-                    unwind_user(regs, &view, registry, Access::Faultable, &opts.unwind)
-                }
-                _ => unwind_user(regs, mem, registry, Access::Faultable, &opts.unwind),
-            }
+            unwind_user(regs, walk_mem, &mut mms[mm.0].sframe, Access::Faultable, &opts.unwind)
         };
         let faults = mem.fault_count() - before;
         self.stats.unwinds += 1;
@@ -266,17 +258,12 @@ impl Kernel {
         };
         let registry = &self.mms[mm.0].sframe;
         let untracked = Untracked(mem);
-        let copied = copy.filter(|_| task.mm.is_none());
-        configs
-            .iter()
-            .map(|cfg| match copied {
-                Some(copy) => {
-                    let view = CopiedStack { base: copy.base, bytes: &copy.bytes, rest: &untracked };
-                    unwind_user_dry_run(regs, &view, registry, Access::Faultable, cfg)
-                }
-                None => unwind_user_dry_run(regs, &untracked, registry, Access::Faultable, cfg),
-            })
-            .collect()
+        let copied = copied_view(copy, task.mm.is_none(), &untracked);
+        let walk_mem: &dyn UserMemory = match &copied {
+            Some(view) => view,
+            None => &untracked,
+        };
+        configs.iter().map(|cfg| unwind_user_dry_run(regs, walk_mem, registry, Access::Faultable, cfg)).collect()
     }
 
     /// `process_unwind_deferred()`: the task-work handler (also run by the
@@ -490,4 +477,11 @@ impl Kernel {
         self.mms[mm.0].sframe = table;
         trace
     }
+}
+
+/// What a walk reads after `exit_mm()` (`exited`) in the copy-on-exit
+/// variant: the stack copied on exit, in front of `rest`; `None` before
+/// (or without a copy), when it reads `rest` alone.
+fn copied_view<'a>(copy: Option<&'a StackCopy>, exited: bool, rest: &'a dyn UserMemory) -> Option<CopiedStack<'a>> {
+    copy.filter(|_| exited).map(|copy| CopiedStack { base: copy.base, bytes: &copy.bytes, rest })
 }
