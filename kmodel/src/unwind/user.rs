@@ -106,8 +106,9 @@ impl Table for Live<'_> {
     }
 }
 
-/// The walk itself, over `table`.
-fn walk(regs: &UserRegs, mem: &dyn UserMemory, table: &mut dyn Table, access: Access, cfg: &UnwindConfig) -> Trace {
+/// The walk itself, over `table` (generic: the table is asked once per
+/// frame, on the hot path of every unwind).
+fn walk(regs: &UserRegs, mem: &dyn UserMemory, table: &mut impl Table, access: Access, cfg: &UnwindConfig) -> Trace {
     let mem = Recorder { mem, last_error: Cell::new(None), would_fault: Cell::new(false) };
     // Room for a typical stack up front: one allocation, not a doubling per
     // few frames.
