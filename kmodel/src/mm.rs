@@ -14,11 +14,8 @@ use crate::arch::Arch;
 use crate::event::EventKind;
 use crate::kernel::{Kernel, Mm, TaskState};
 use crate::memory::{Access, UserMemory};
-use crate::types::{MmId, MunmapSframe, Tid, EINVAL};
+use crate::types::{MmId, MunmapSframe, Tid, EFAULT, EINVAL};
 use crate::unwind::{RegError, SframeRegistry, Vmas};
-
-/// `-EFAULT`.
-const EFAULT: i64 = -14;
 
 /// The only size of `struct sframe_setup` the modelled kernel knows
 /// (`{sframe_start, sframe_size, text_start, text_size}`, four `u64`): the
@@ -242,7 +239,7 @@ impl Kernel {
         let mut fields = [0u64; 4];
         for (i, field) in fields.iter_mut().enumerate() {
             let mut bytes = [0u8; 8];
-            mem.read(setup.wrapping_add(8 * i as u64), &mut bytes, Access::Faultable).map_err(|_| EFAULT)?;
+            mem.read(setup.wrapping_add(8 * i as u64), &mut bytes, Access::Faultable).map_err(|_| i64::from(EFAULT))?;
             *field = arch.word(bytes);
         }
         Ok(fields)

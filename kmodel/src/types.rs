@@ -34,6 +34,8 @@ pub struct MmId(pub usize);
 
 /// `-EINVAL`.
 pub const EINVAL: i32 = -22;
+/// `-EFAULT`.
+pub const EFAULT: i32 = -14;
 /// `-EBUSY`.
 pub const EBUSY: i32 = -16;
 /// `-ESRCH` (task_work_add on a task past exit_task_work).

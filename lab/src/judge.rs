@@ -211,7 +211,7 @@ pub(crate) fn judge_run(
                 let at = own_walks.binary_search_by_key(&(s.tid, cookie), |w| w.0).ok()?;
                 Some(own_walks[at].1)
             });
-            let beside = own.and_then(|own| index(walks, own.seq));
+            let beside = own.and_then(|own| walks.index_of(own.seq));
             if let Some(w) = beside {
                 uses[w] += 1;
             }
@@ -284,12 +284,6 @@ struct Found<'k> {
     own: Option<OwnWalk<'k>>,
     /// The extra walks beside that one (an index into `ExtraWalks::walks`).
     beside: Option<usize>,
-}
-
-/// Where in `walks` the extra walks beside the model's walk logged as
-/// event `seq` are.
-fn index(walks: &ExtraWalks, seq: u64) -> Option<usize> {
-    walks.walks.binary_search_by_key(&seq, |w| w.event).ok()
 }
 
 /// The delivered stack of stitched sample `s` and its walk as an extra

@@ -59,4 +59,5 @@ mod user;
 
 pub use self::sframe::{RegError, SframeEntry, SframeRegistry, Vma, Vmas};
 pub use self::types::{ExtraWalk, ExtraWalks, Method, Miss, SframeMode, Stop, Trace, UnwindConfig, UNWIND_MAX_ENTRIES};
-pub use self::user::{unwind_user, unwind_user_dry_run, unwind_user_interleaved};
+pub(crate) use self::user::unwind_user_interleaved;
+pub use self::user::{unwind_user, unwind_user_dry_run};

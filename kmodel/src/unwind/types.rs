@@ -317,8 +317,9 @@ impl ExtraWalks {
         self.walks.push(ExtraWalk { event, traces });
     }
 
-    /// The extra walks that accompanied the walk logged as event `event`.
-    pub fn at(&self, event: u64) -> Option<&ExtraWalk> {
-        self.walks.binary_search_by_key(&event, |w| w.event).ok().map(|i| &self.walks[i])
+    /// Where in [`ExtraWalks::walks`] the extra walks that accompanied the
+    /// walk logged as event `event` are.
+    pub fn index_of(&self, event: u64) -> Option<usize> {
+        self.walks.binary_search_by_key(&event, |w| w.event).ok()
     }
 }

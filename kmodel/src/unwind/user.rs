@@ -23,7 +23,15 @@ pub fn unwind_user(
     access: Access,
     cfg: &UnwindConfig,
 ) -> Trace {
-    unwind_user_interleaved(regs, mem, registry, access, cfg, &mut |_| {})
+    // Nothing runs between lookups here: the walk skips the sections it
+    // finds corrupt (as lookups after their removal would), and they are
+    // removed once, at the end.
+    let trace = walk(regs, mem, &mut Fixed(registry), access, cfg);
+    for &sframe_start in &trace.removed_sections {
+        // `sframe_find()`: WARN_ON_ONCE(sframe_remove_section(...)).
+        let _ = registry.remove(sframe_start);
+    }
+    trace
 }
 
 /// [`unwind_user`] with `between` called between one frame's lookup and
@@ -34,7 +42,7 @@ pub fn unwind_user(
 /// `sframe_find()` removes them at once. Whether SFrame is tried at all is
 /// decided once, at the start (`current_has_sframe()` in
 /// `unwind_user_start()`).
-pub fn unwind_user_interleaved(
+pub(crate) fn unwind_user_interleaved(
     regs: &UserRegs,
     mem: &dyn UserMemory,
     registry: &mut SframeRegistry,
