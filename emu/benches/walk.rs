@@ -56,8 +56,6 @@ const PERIOD: u64 = 10_007;
 const MAX_FRAMES: usize = 1024;
 /// Most stack bytes kept per snapshot.
 const MAX_STACK: u64 = 1 << 20;
-/// Guest page size (all three architectures).
-const PAGE: u64 = 4096;
 
 /// One captured stop: registers, stack bytes, expected return addresses.
 struct Snapshot {
@@ -113,10 +111,10 @@ fn capture(arch: Arch, args: &[&str], limit: usize, into: &mut Vec<Snapshot>) {
             break;
         }
         let regs = point.regs.clone();
-        let stack_base = regs.sp & !(PAGE - 1);
+        let stack_base = regs.sp & !(emu::PAGE_SIZE - 1);
         let mut stack = Vec::new();
         let memory = emu.user_memory();
-        let mut page = [0u8; PAGE as usize];
+        let mut page = [0u8; emu::PAGE_SIZE as usize];
         // Up to the end of the resident stack: the first page that cannot
         // be read without a fault is past everything the program has used.
         while (stack.len() as u64) < MAX_STACK

@@ -319,7 +319,7 @@ impl Emulator {
     /// walks beside the kernel model's own (kmodel's
     /// `UserMemory::read_untracked`). Fails, like [`Emulator::read`], on
     /// unmapped or unreadable memory.
-    pub fn read_untracked(&self, addr: u64, buf: &mut [u8]) -> Result<(), MemFault> {
+    pub(crate) fn read_untracked(&self, addr: u64, buf: &mut [u8]) -> Result<(), MemFault> {
         self.pages().check(addr, buf.len() as u64, AccessKind::Read, Access::Faultable)?;
         self.copy_out(addr, buf)
     }
@@ -327,7 +327,7 @@ impl Emulator {
     /// The 4 KiB page containing `addr`, in place, if an [`Access::NoFault`]
     /// read of it would succeed (mapped, readable, resident): no copy, one
     /// residency check.
-    pub fn resident_page(&self, addr: u64) -> Result<&[u8], MemFault> {
+    pub(crate) fn resident_page(&self, addr: u64) -> Result<&[u8], MemFault> {
         let page = page_down(addr);
         self.pages().check(page, crate::memory::PAGE_SIZE, AccessKind::Read, Access::NoFault)?;
         self.uc.get_data().ram.page(page).ok_or(MemFault::Unmapped { addr })

@@ -52,7 +52,7 @@ impl Emulator {
             exe: self.fs.exe.clone(),
             // The child's one thread; its ID is set when it gets one. Its
             // name is the caller's, as copy_process() copies `comm`.
-            task: crate::procs::Task { comm: self.task.comm, ..crate::procs::Task::new(0) },
+            task: crate::procs::Task::new(0, self.task.comm),
         })
     }
 

@@ -134,15 +134,16 @@ fn trap_syscall(uc: &mut Unicorn<'_, Shared>, machine: &'static dyn Machine) {
 }
 
 /// A fresh engine for `machine` following execution as `tracking` says
-/// (for the program `file`, named in errors).
+/// (for the program `file`; `what` the engine is for, named in errors).
 pub(crate) fn new_engine(
     machine: &'static dyn crate::arch::Machine,
     tracking: Tracking,
     file: &str,
+    what: &'static str,
 ) -> Result<crate::engine::Engine, crate::error::Error> {
     let tracker = Tracker::new(machine.info(), tracking).map_err(|err| crate::error::Error::Setup {
         file: file.to_string(),
         problem: format!("cannot set up the instruction decoder: {err}"),
     })?;
-    create(machine, tracker).map_err(|err| crate::error::Error::Engine { file: file.to_string(), what: "start", err })
+    create(machine, tracker).map_err(|err| crate::error::Error::Engine { file: file.to_string(), what, err })
 }

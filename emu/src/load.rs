@@ -127,7 +127,7 @@ impl Emulator {
             });
         }
         let machine = crate::arch::machine(image.arch);
-        let uc = hooks::new_engine(machine, config.tracking, file)?;
+        let uc = hooks::new_engine(machine, config.tracking, file, "start")?;
         let mut emu = Emulator {
             uc,
             machine,
@@ -157,7 +157,10 @@ impl Emulator {
             blocked: None,
             retry: None,
             pid: crate::procs::FIRST_PID,
-            task: crate::procs::Task::new(crate::procs::FIRST_PID),
+            task: crate::procs::Task::new(
+                crate::procs::FIRST_PID,
+                crate::procs::comm(file.rsplit('/').next().unwrap_or_default().as_bytes()),
+            ),
             procs: crate::procs::first_process(),
             sched: crate::procs::Sched {
                 quantum: config.quantum.max(1),

@@ -186,11 +186,10 @@ pub(crate) struct Task {
     /// `set_robust_list`: the head and its length (recorded only: robust
     /// mutexes of a dead owner are not marked).
     pub(crate) robust_list: (u64, u64),
-    /// Its name (`comm`, `TASK_COMM_LEN` bytes with the NUL) once set by
-    /// `PR_SET_NAME`, inherited from the thread that created it, or set
-    /// by `execve` from the program's name; `None`: the name of the program
-    /// the emulator loaded.
-    pub(crate) comm: Option<[u8; COMM]>,
+    /// Its name (`comm`, `TASK_COMM_LEN` bytes with the NUL): the loaded
+    /// program's file name, what `execve` names, or what `PR_SET_NAME`
+    /// set; a new thread or process gets its creator's.
+    pub(crate) comm: [u8; COMM],
 }
 
 /// Bytes of a thread's name (`TASK_COMM_LEN`), the terminating NUL included.
@@ -205,9 +204,9 @@ pub(crate) fn comm(name: &[u8]) -> [u8; COMM] {
 }
 
 impl Task {
-    /// A thread with nothing recorded.
-    pub(crate) fn new(tid: Tid) -> Task {
-        Task { tid, clear_child_tid: 0, robust_list: (0, 0), comm: None }
+    /// A thread named `comm`, with nothing else recorded.
+    pub(crate) fn new(tid: Tid, comm: [u8; COMM]) -> Task {
+        Task { tid, clear_child_tid: 0, robust_list: (0, 0), comm }
     }
 }
 

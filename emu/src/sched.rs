@@ -225,7 +225,7 @@ impl Emulator {
             altstack: None,
             blocked: None,
             // Named as the thread that created it, as copy_process() does.
-            task: Task { clear_child_tid, comm: self.task.comm, ..Task::new(tid) },
+            task: Task { clear_child_tid, ..Task::new(tid, self.task.comm) },
             stack: crate::shadow::ShadowStack::new(),
             reference,
             cut: None,

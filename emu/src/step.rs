@@ -28,18 +28,15 @@ use crate::emulator::Emulator;
 use crate::engine::{Engine, Stepper, Trap};
 use crate::error::Error;
 use crate::ram::Piece;
-use crate::track::{self, Cut, Tracker, Tracking};
+use crate::track::{self, Cut, Tracking};
 use unicorn_engine::uc_error;
 
 impl Stepper {
     /// A stepper for the engine of `emu`.
     fn new(emu: &Emulator) -> Result<Stepper, Error> {
-        let err = emu.engine_error("start the stepping engine");
-        let tracker = Tracker::new(emu.info(), Tracking::Off).map_err(|e| Error::Setup {
-            file: emu.image.file.clone(),
-            problem: format!("cannot set up the instruction decoder: {e}"),
-        })?;
-        let mut uc = crate::hooks::create(emu.machine, tracker).map_err(&err)?;
+        let what = "start the stepping engine";
+        let mut uc = crate::hooks::new_engine(emu.machine, Tracking::Off, &emu.image.file, what)?;
+        let err = emu.engine_error(what);
         if emu.tracking() == Tracking::Instructions {
             uc.add_code_hook(1, 0, track::on_instruction).map_err(&err)?;
         }
@@ -89,7 +86,7 @@ impl Emulator {
         };
         let ended = self.step_with(&mut stepper, cut);
         self.uc.get_data_mut().stepper = Some(stepper);
-        let ended = ended.map_err(self.engine_error("run to a stop"))?;
+        let ended = ended.map_err(|e| self.engine_error("run to a stop")(e))?;
         let pc = self.reg(self.info().pc)?;
         self.uc.get_data_mut().tracker.stepped(cut, pc);
         Ok(ended)

@@ -423,10 +423,8 @@ impl Tracker {
     /// None of those instructions is the block's last, so the ground-truth
     /// stack does not change.
     pub(crate) fn stepped(&mut self, cut: Cut, pc: u64) {
-        let ran = match self.info_at(cut.start, cut.size) {
-            Some(info) if pc != cut.at => info.index_of(pc).map_or(cut.count, |i| i as u32),
-            _ => cut.count,
-        };
+        // At the stop itself `index_of` gives `cut.count`.
+        let ran = self.info_at(cut.start, cut.size).and_then(|info| info.index_of(pc)).map_or(cut.count, |i| i as u32);
         self.icount += u64::from(ran.min(cut.count));
     }
 
@@ -505,6 +503,11 @@ pub(crate) fn on_instruction<D: Tracked>(uc: &mut Unicorn<'_, D>, addr: u64, siz
 /// and applies its last instruction if it completed.
 pub(crate) fn finish_run<D: Tracked>(uc: &mut Unicorn<'_, D>) {
     let t = uc.get_data().tracker();
+    // Nothing to settle (a stop before a block; the stepper, which follows
+    // no blocks): no register is read, as at most stops.
+    if t.cur == Slot::EMPTY && t.reference.is_none() {
+        return;
+    }
     let pc = reg(uc, t.pc_reg);
     let regs = after(uc, t);
     let t = tracker(uc);

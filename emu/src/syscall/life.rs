@@ -311,10 +311,10 @@ fn exec(emu: &mut Emulator, dirfd: u64, path: u64, argv: u64, envp: u64) -> SysR
     // begin_new_exec(): the thread is named after the file as the call
     // named it (a script's, not its interpreter's).
     let name = as_called.rsplit(|&b| b == b'/').next().unwrap_or_default();
-    emu.task = crate::procs::Task { comm: Some(crate::procs::comm(name)), ..crate::procs::Task::new(pid) };
+    emu.task = crate::procs::Task::new(pid, crate::procs::comm(name));
     let before = emu.objects();
     let base = emu.icount();
-    let new = crate::hooks::new_engine(emu.machine, emu.tracking(), &file)?;
+    let new = crate::hooks::new_engine(emu.machine, emu.tracking(), &file, "start")?;
     // Kept until the run goes on: what the kernel still sees of the old mm
     // while de_thread() takes the other threads through their exits.
     emu.pre_exec = Some(std::mem::replace(&mut emu.uc, new));

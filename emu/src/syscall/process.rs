@@ -171,12 +171,11 @@ pub(super) fn prctl(emu: &mut Emulator, [option, arg2, ..]: [u64; 6]) -> SysResu
             // strncpy_from_user() of at most 15 bytes: a longer name is cut.
             let (name, _) = crate::emulator::scan_cstr(arg2, COMM - 1, |at, len| emu.read_vec(at, len))
                 .map_err(|_| SysError::Errno(EFAULT))?;
-            emu.task.comm = Some(comm(&name));
+            emu.task.comm = comm(&name);
             ok(0)
         }
         PR_GET_NAME => {
-            let name =
-                emu.task.comm.unwrap_or_else(|| comm(emu.image.file.rsplit('/').next().unwrap_or_default().as_bytes()));
+            let name = emu.task.comm;
             emu.write(arg2, &name)?;
             ok(0)
         }
