@@ -120,18 +120,22 @@ impl ShadowStack {
     /// interrupted PC.
     pub fn return_addresses(&self) -> Vec<u64> {
         let mut out = Vec::with_capacity(self.frames.len() + 1);
-        for frame in self.frames.iter().rev() {
-            match frame.kind {
-                FrameKind::Call => out.push(frame.ra),
-                FrameKind::Signal { resume_pc, returned } => {
-                    if !returned {
-                        out.push(frame.ra);
-                    }
-                    out.push(resume_pc);
-                }
-            }
-        }
+        out.extend(self.entries().map(|(ra, _)| ra));
         out
+    }
+
+    /// [`ShadowStack::return_addresses`], each with the stack pointer just
+    /// after the call that pushed it, where the ground truth knows it
+    /// (`None` for a signal frame's interrupted PC): one walk of the frames
+    /// gives both, in step.
+    pub fn entries(&self) -> impl Iterator<Item = (u64, Option<u64>)> + '_ {
+        self.frames.iter().rev().flat_map(|frame| {
+            let (call, interrupted) = match frame.kind {
+                FrameKind::Call => (Some(frame.ra), None),
+                FrameKind::Signal { resume_pc, returned } => ((!returned).then_some(frame.ra), Some(resume_pc)),
+            };
+            call.map(|ra| (ra, Some(frame.sp))).into_iter().chain(interrupted.map(|pc| (pc, None)))
+        })
     }
 
     /// Whether [`ShadowStack::apply`] needs the registers for `t`, which

@@ -234,9 +234,17 @@ impl<'s> Run<'s> {
     fn sample(&mut self, g: usize, in_user: bool) -> Result<(), RunError> {
         let regs = self.user_regs(g)?;
         let guest = &mut self.guests[g];
-        let mut truth = vec![regs.pc];
-        truth.extend(guest.emu.ground_truth());
-        let call_sps = call_sps(&guest.emu);
+        // The truth (PC, then return addresses) and, for each return
+        // address, the SP just after its call.
+        let at_most = guest.emu.shadow_stack().map_or(0, |s| s.frames().len() + 1);
+        let (mut truth, mut call_sps) = (Vec::with_capacity(at_most + 1), Vec::with_capacity(at_most));
+        truth.push(regs.pc);
+        if let Some(stack) = guest.emu.shadow_stack() {
+            for (ra, sp) in stack.entries() {
+                truth.push(ra);
+                call_sps.push(sp);
+            }
+        }
         let seq = self.k.tracers().samples;
         let task = guest.tid();
         let cpu = guest.cpu_of(task);
@@ -514,24 +522,4 @@ impl<'s> Run<'s> {
         }
         Ok(())
     }
-}
-
-/// The stack pointer just after each call of the ground truth, innermost
-/// first, one per entry of [`emu::Emulator::ground_truth`] (a signal
-/// frame's trampoline has the handler's entry SP, its interrupted PC none).
-fn call_sps(emu: &emu::Emulator) -> Vec<Option<u64>> {
-    let Some(stack) = emu.shadow_stack() else { return Vec::new() };
-    let mut out = Vec::with_capacity(stack.frames().len() + 1);
-    for frame in stack.frames().iter().rev() {
-        match frame.kind {
-            emu::shadow::FrameKind::Call => out.push(Some(frame.sp)),
-            emu::shadow::FrameKind::Signal { returned, .. } => {
-                if !returned {
-                    out.push(Some(frame.sp));
-                }
-                out.push(None);
-            }
-        }
-    }
-    out
 }
