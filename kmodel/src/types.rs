@@ -275,6 +275,13 @@ impl Default for SyscallNumbers {
     }
 }
 
+impl SyscallNumbers {
+    /// The two calls with their names, as a system-call trace names them.
+    pub fn named(self) -> Vec<(&'static str, u64)> {
+        vec![("sframe_register", self.register), ("sframe_unregister", self.unregister)]
+    }
+}
+
 /// How the per-mm `.sframe` table behaves and is reached: the interfaces'
 /// numbers, the optional validation, and the lab's variants, each
 /// defaulting to upstream.

@@ -124,10 +124,7 @@ pub(crate) fn set_up(g: &Guest, scenario: &Scenario, k: &mut Kernel) -> Result<G
         prefix: Some(std::path::PathBuf::new()),
         // The registration calls at the scenario's numbers: traced by name
         // (the model answers them, `loader::model_call`).
-        named_syscalls: vec![
-            ("sframe_register", scenario.kernel.sframe_syscalls.register),
-            ("sframe_unregister", scenario.kernel.sframe_syscalls.unregister),
-        ],
+        named_syscalls: scenario.kernel.sframe_syscalls.named(),
         ..Config::default()
     };
     if let Some(root) = g.root.as_ref().filter(|r| !r.is_dir()) {
@@ -172,9 +169,10 @@ pub(crate) fn set_up(g: &Guest, scenario: &Scenario, k: &mut Kernel) -> Result<G
 /// Libraries `ld.so` maps later are not registered by exec.
 pub(crate) fn image_mm(k: &mut Kernel, emu: &mut Emulator) -> kmodel::types::MmId {
     let mm = k.new_mm(emu.arch());
+    // Registering a section maps nothing: one copy of the areas serves all.
+    let vmas = crate::loader::emu_vmas(emu.pages());
     for object in emu.objects() {
         let (Some((addr, size)), Some(text)) = (object.sframe(), object.text()) else { continue };
-        let vmas = crate::loader::emu_vmas(emu.pages());
         let mem = emu.user_memory();
         // A refused section is logged by the model; FP remains.
         let _ = k.add_sframe(mm, &mem, &vmas, (addr, addr.saturating_add(size)), text);

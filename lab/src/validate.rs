@@ -4,7 +4,7 @@
 //! grouped by cause and function, worst first; and which SFrame was judged
 //! (each object's own `.sframe` as its toolchain emitted it, or one
 //! generated from the program's CFI: [`SframeSource`]). One emulated run
-//! serves every unwinder ([`crate::runner::run_for_verdicts_each`]).
+//! serves every unwinder (`runner::run_for_extra_stacks`).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -44,6 +44,17 @@ pub struct UnwinderResult {
     /// may not hold: said, never dropped.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub violations: Vec<String>,
+}
+
+impl UnwinderResult {
+    /// `n` stacks as a percentage of the samples judged (0 with none).
+    fn percent(&self, n: u64) -> f64 {
+        if self.samples == 0 {
+            0.0
+        } else {
+            100.0 * n as f64 / self.samples as f64
+        }
+    }
 }
 
 /// Where the SFrame of validated programs comes from.
@@ -188,7 +199,7 @@ pub fn validate_sframe(
     let Some((&first, rest)) = unwinders.split_first() else { return Ok(out) };
     // One emulated run for every unwinder: the model walks each deferred
     // stack once more per other unwinder, alone, at the same point
-    // (`runner::run_for_verdicts_each`); the verdicts are those of a run
+    // (`runner::run_for_extra_stacks`); the verdicts are those of a run
     // per unwinder. Where that one run cannot stand for another unwinder's
     // own (a corrupt section was dropped), that unwinder gets its own run.
     let extra: Vec<Vec<Method>> = if one_run { rest.iter().map(|&u| vec![u]).collect() } else { Vec::new() };
@@ -224,17 +235,14 @@ fn result(report: &crate::report::Report, source: SframeSource, registration: Re
         let Some(class) = crate::explain::classify(report, s) else { continue };
         let kind = s.verdict.kind();
         let pc = class.pc;
-        let group = match failures.entry((class.cause, class.function)) {
-            std::collections::btree_map::Entry::Occupied(group) => group.into_mut(),
-            std::collections::btree_map::Entry::Vacant(group) => group.insert(Failure {
-                example: crate::explain::explain(report, s).expect("a classified stack is explained"),
-                kind,
-                count: 0,
-                truncated: 0,
-                wrong: 0,
-                pcs: Vec::new(),
-            }),
-        };
+        let group = failures.entry((class.cause, class.function)).or_insert_with(|| Failure {
+            example: crate::explain::explain(report, s).expect("a classified stack is explained"),
+            kind,
+            count: 0,
+            truncated: 0,
+            wrong: 0,
+            pcs: Vec::new(),
+        });
         group.count += 1;
         group.truncated += u64::from(kind == "truncated");
         group.wrong += u64::from(kind == "wrong");
@@ -300,9 +308,16 @@ impl GeneratedCopy {
         let input = sframe::elf::load_cfi(&name).map_err(|e| err(&e))?;
         let generated = sframe::elf::generate_section(&input, &name, sframe::Version::V3, None).map_err(|e| err(&e))?;
         let injected = sframe::elf::inject::inject(&input.data, &generated.section).map_err(|e| err(&e))?;
-        // One directory per process and program: validate runs in parallel
-        // in the tests; the program keeps its file name.
-        let dir = std::env::temp_dir().join(format!("unwindlab-validate-{}-{:x}", std::process::id(), fnv(&name)));
+        // One directory per copy: validate runs in parallel in the tests
+        // (the same program too), and the first to finish removes its own;
+        // the program keeps its file name.
+        static COPIES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let copy = COPIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!(
+            "unwindlab-validate-{}-{copy}-{:x}",
+            std::process::id(),
+            emu::fs::fnv1a(name.as_bytes())
+        ));
         let file = elf.file_name().map_or_else(|| "program".into(), |f| f.to_os_string());
         std::fs::create_dir_all(&dir).map_err(|e| err(&e))?;
         let path = dir.join(file);
@@ -315,11 +330,6 @@ impl Drop for GeneratedCopy {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-/// FNV-1a of `text`: a stable name for a temporary directory.
-fn fnv(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
 }
 
 /// Failure groups listed per unwinder in [`text`].
@@ -340,7 +350,7 @@ fn violations_warning(violations: &[String], first: &str) -> String {
 pub fn text(results: &BTreeMap<String, UnwinderResult>) -> String {
     let mut out = String::new();
     for (name, r) in results {
-        let pct = |n: u64| if r.samples == 0 { 0.0 } else { 100.0 * n as f64 / r.samples as f64 };
+        let pct = |n: u64| r.percent(n);
         out += &format!(
             "{name}: {} samples: {:.1}% exact, {:.1}% truncated, {:.1}% wrong\n",
             r.samples,
@@ -394,7 +404,7 @@ pub fn html(title: &str, results: &BTreeMap<String, UnwinderResult>) -> String {
         t = esc(title)
     );
     for (name, r) in results {
-        let pct = |n: u64| if r.samples == 0 { 0.0 } else { 100.0 * n as f64 / r.samples as f64 };
+        let pct = |n: u64| r.percent(n);
         out += &format!(
             "<h2 id=\"{n}\">{n}: {} samples</h2><p><span class=\"exact\">{:.1}% exact</span>, \
              <span class=\"truncated\">{:.1}% truncated</span>, <span class=\"wrong\">{:.1}% wrong</span></p>",

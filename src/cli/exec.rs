@@ -45,8 +45,7 @@ pub(crate) fn run(args: ExecArgs) -> i32 {
     config.prefix = args.prefix;
     // The proposed registration calls at the lab's numbers: a trace names
     // them (no kernel here implements them: -ENOSYS, as on a kernel without).
-    let numbers = kmodel::types::SyscallNumbers::default();
-    config.named_syscalls = vec![("sframe_register", numbers.register), ("sframe_unregister", numbers.unregister)];
+    config.named_syscalls = kmodel::types::SyscallNumbers::default().named();
     match emu::host::run_config(&args.elf, config, trace) {
         Ok(Exit::Code(code)) => code,
         Ok(exit @ Exit::Signal { signal, fault, pc }) => {
