@@ -31,11 +31,13 @@ pub enum Cause {
     /// caller other than the truth: it describes another frame than the
     /// caller's (glibc's `__longjmp` describes the jump target's).
     CfiWrong,
-    /// A register-based SFrame rule below the topmost frame, where the
-    /// registers are the callee's, not this frame's.
+    /// An SFrame rule that needs a register the walk cannot read there: a
+    /// register-based rule or an RA in the link register below the topmost
+    /// frame (its registers are the callee's), or a register the machine
+    /// lacks (`kmodel::unwind::REGISTER_CHECKS`).
     RegisterRule,
-    /// Another SFrame rule the unwinder refuses (an RA in a link register
-    /// on x86-64, a CFA that does not move toward the caller).
+    /// Another SFrame rule the unwinder refuses (a CFA that does not move
+    /// toward the caller, an RA or FP at the CFA without a load).
     BadRule,
     /// The frame is a signal trampoline: its caller is in the signal frame.
     SignalFrame,
@@ -504,7 +506,9 @@ fn stop_cause(
             }
         }
         Stop::NoMethod { .. } => (Cause::FpEnded, words),
-        Stop::BadRule { reason } if reason.contains("register") => (Cause::RegisterRule, words),
+        Stop::BadRule { reason } if kmodel::unwind::REGISTER_CHECKS.contains(&reason.as_str()) => {
+            (Cause::RegisterRule, words)
+        }
         Stop::BadRule { .. } => (Cause::BadRule, words),
         Stop::Corrupt { .. } => (Cause::CorruptSection, words),
         Stop::Fault { .. } => (Cause::Fault, words),

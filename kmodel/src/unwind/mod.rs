@@ -60,4 +60,4 @@ mod user;
 pub use self::sframe::{RegError, SframeEntry, SframeRegistry, Vma, Vmas};
 pub use self::types::{ExtraWalk, ExtraWalks, Method, Miss, SframeMode, Stop, Trace, UnwindConfig, UNWIND_MAX_ENTRIES};
 pub(crate) use self::user::unwind_user_interleaved;
-pub use self::user::{unwind_user, unwind_user_dry_run};
+pub use self::user::{unwind_user, unwind_user_dry_run, REGISTER_CHECKS};

@@ -11,6 +11,18 @@ use super::types::{CfaBase, Found, Frame, Method, Recorder, Rule, StepError, Sto
 use crate::arch::{Arch, UserRegs};
 use crate::memory::{Access, UserMemory};
 
+/// The checks a rule fails by naming a register the walk cannot read
+/// there (a [`Stop::BadRule`]'s reason): a register rule or an RA kept in
+/// the link register below the topmost frame, whose registers are the
+/// callee's, or a register the machine lacks. Named so that a reader of
+/// a walk (the lab's explanations) tells them from the other checks.
+pub const REGISTER_CHECKS: [&str; 4] = [
+    "register rule outside the topmost frame",
+    "rule names a register the unwinder cannot read",
+    "RA in the link register outside the topmost frame",
+    "RA in a link register the architecture lacks",
+];
+
 /// Walks the user stack of a task whose registers at kernel entry are
 /// `regs`, reading memory with `access`, as `unwind_user()` does.
 ///
@@ -203,9 +215,9 @@ impl Walk<'_> {
     /// (`unwind_user_get_reg()`).
     fn topmost_reg(&self, reg: u32) -> Result<u64, StepError> {
         if !self.state.topmost {
-            return Err(StepError::Check("register rule outside the topmost frame"));
+            return Err(StepError::Check(REGISTER_CHECKS[0]));
         }
-        self.regs.dwarf(reg).ok_or(StepError::Check("rule names a register the unwinder cannot read"))
+        self.regs.dwarf(reg).ok_or(StepError::Check(REGISTER_CHECKS[1]))
     }
 
     /// `unwind_user_next()`: one frame up, by the first method that can;
@@ -292,10 +304,8 @@ impl Walk<'_> {
         }
         let ra = match frame.ra {
             Rule::Zero => return Err(StepError::Check("return address cannot be recovered")),
-            Rule::Retain if !state.topmost => {
-                return Err(StepError::Check("RA in the link register outside the topmost frame"))
-            }
-            Rule::Retain => self.regs.lr().ok_or(StepError::Check("RA in a link register the architecture lacks"))?,
+            Rule::Retain if !state.topmost => return Err(StepError::Check(REGISTER_CHECKS[2])),
+            Rule::Retain => self.regs.lr().ok_or(StepError::Check(REGISTER_CHECKS[3]))?,
             // A return address cannot be a stack address.
             Rule::Cfa { deref: false, .. } => return Err(StepError::Check("RA = CFA + offset without a load")),
             Rule::Cfa { offset, deref: true } => self.load(cfa.wrapping_add_signed(offset))?,
