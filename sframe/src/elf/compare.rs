@@ -218,18 +218,27 @@ impl ObjectCode {
         let (bytes, address) = self.sframe.as_ref()?;
         let own = Section::parse(bytes.as_slice(), *address).ok()?;
         let ours = own.lookup(pc).ok()??;
-        self.cfi_row(pc)?;
-        let translated = self.translated.get()?.as_ref()?;
+        self.fde_at(pc)?;
+        let translated = self.translated()?;
         let theirs = translated.table.section.lookup(pc).ok()??;
-        (!same_rule(&ours, &theirs, self.abi)).then(|| (ours.describe(self.abi), rule_words(&theirs, self.abi)))
+        (!same_rule(&ours, &theirs, self.abi)).then(|| (ours.describe(self.abi), theirs.describe_rule(self.abi)))
     }
 
     /// The CFI's row at `pc` as an SFrame rule, in words (`CFA = rsp+16;
     /// RA = [CFA-8]; FP = unchanged`), or why it has none.
     pub fn cfi_row(&self, pc: u64) -> Option<String> {
-        self.fde_at(pc)?;
-        let translated = self
-            .translated
+        let (start, _) = self.fde_at(pc)?;
+        let translated = self.translated()?;
+        if let Some((_, reason)) = translated.skipped.iter().find(|s| s.0 == start) {
+            return Some(format!("not expressible in SFrame: {reason}"));
+        }
+        let found = translated.table.section.lookup(pc).ok()??;
+        Some(found.describe_rule(self.abi))
+    }
+
+    /// The CFI translated to SFrame V3 (once, on first use), if it can be.
+    fn translated(&self) -> Option<&Translated> {
+        self.translated
             .get_or_init(|| {
                 let (kind, data, address) = self.cfi.as_ref()?;
                 let cfi = Cfi { kind: *kind, data, address: *address };
@@ -241,20 +250,8 @@ impl ObjectCode {
                     skipped: generated.skipped.into_iter().map(|s| (s.start, s.reason)).collect(),
                 })
             })
-            .as_ref()?;
-        let (start, _) = self.fde_at(pc)?;
-        if let Some((_, reason)) = translated.skipped.iter().find(|s| s.0 == start) {
-            return Some(format!("not expressible in SFrame: {reason}"));
-        }
-        let found = translated.table.section.lookup(pc).ok()??;
-        Some(rule_words(&found, self.abi))
+            .as_ref()
     }
-}
-
-/// The rule part of a row in words, without where it is in its section.
-fn rule_words(found: &Lookup, abi: Abi) -> String {
-    let text = found.describe(abi);
-    text.split_once(": ").map_or(text.clone(), |(_, rule)| rule.to_string())
 }
 
 /// One side of the comparison: a parsed section and its FDEs by start.
@@ -414,7 +411,7 @@ pub fn compare_file(path: &Path) -> FileReport {
 
 /// Compares the ELF file `data`, called `file` in the report.
 pub fn compare_bytes(file: &str, data: &[u8]) -> FileReport {
-    let code = match ObjectCode::parse(data) {
+    let mut code = match ObjectCode::parse(data) {
         Ok(code) => code,
         Err(e) => return FileReport::failed(file, e),
     };
@@ -437,7 +434,8 @@ pub fn compare_bytes(file: &str, data: &[u8]) -> FileReport {
         Ok(g) => g,
         Err(e) => return FileReport { error: Some(e.to_string()), ..report },
     };
-    let Some((own_bytes, own_address)) = code.sframe.clone() else {
+    // The bytes move out: nothing below asks the code for its own section.
+    let Some((own_bytes, own_address)) = code.sframe.take() else {
         report.uncovered_bytes = code.fde_coverage().1;
         return report;
     };
@@ -475,7 +473,7 @@ pub fn compare_bytes(file: &str, data: &[u8]) -> FileReport {
         for (i, &pc) in cuts.iter().enumerate() {
             let next = cuts.get(i + 1).copied().unwrap_or(end);
             let (Ok(Some(theirs)), Ok(ours)) = (gen.section.lookup(pc), own.section.lookup(pc)) else { continue };
-            let words_cfi = || rule_words(&theirs, code.abi);
+            let words_cfi = || theirs.describe_rule(code.abi);
             let disagreement = match ours {
                 None if own.fde_at(pc).is_none() => {
                     missing += next - pc;
@@ -609,7 +607,7 @@ impl std::fmt::Display for Report {
             )?;
             for d in r.disagreements.iter().take(LISTED) {
                 writeln!(f, "    {:#x}..{:#x} in {}: .sframe {}", d.start, d.end, d.function, d.sframe)?;
-                writeln!(f, "    {:>w$}  CFI says {}", "", d.cfi, w = 0)?;
+                writeln!(f, "      CFI says {}", d.cfi)?;
             }
             if r.disagreements.len() > LISTED {
                 writeln!(f, "    … {} more ranges (--json lists all)", r.disagreements.len() - LISTED)?;

@@ -45,14 +45,24 @@ impl Lookup {
     /// FP = [CFA-16]`).
     pub fn describe(&self, abi: Abi) -> String {
         let fde = &self.fde;
-        let place = format!(
-            "FDE {} ({:#x}+{:#x}) FRE {} (+{:#x})",
-            fde.index, fde.start, fde.size, self.fre_index, self.fre_start
-        );
+        format!(
+            "FDE {} ({:#x}+{:#x}) FRE {} (+{:#x}): {}",
+            fde.index,
+            fde.start,
+            fde.size,
+            self.fre_index,
+            self.fre_start,
+            self.describe_rule(abi)
+        )
+    }
+
+    /// How to unwind, in words, without where the row is (`CFA = rsp+16;
+    /// RA = [CFA-8]; FP = [CFA-16]`).
+    pub fn describe_rule(&self, abi: Abi) -> String {
         match self.rule {
-            RowRule::Outermost => format!("{place}: outermost frame (RA undefined)"),
+            RowRule::Outermost => "outermost frame (RA undefined)".to_string(),
             RowRule::Frame(frame) => format!(
-                "{place}: CFA = {}; RA = {}{}; FP = {}",
+                "CFA = {}; RA = {}{}; FP = {}",
                 frame.cfa.describe(abi),
                 frame.ra.describe(abi, "link register"),
                 if frame.ra_mangled { " (PAC-signed)" } else { "" },
