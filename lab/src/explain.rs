@@ -466,43 +466,38 @@ fn stop_cause(
                     None => "no SFrame for it (no .sframe section is registered in this process)".into(),
                 };
             }
-            match code {
-                Some((file, link, c)) => match gap {
-                    Some(_) if !say => (Cause::NoCfi, words),
-                    Some(gap) => {
+            let Some((file, link, c)) = code else { return (Cause::NoSection, words) };
+            if let Some(gap) = gap {
+                return (
+                    Cause::NoCfi,
+                    self::say(say, || {
                         let (text, covered) = c.fde_coverage();
-                        (
-                            Cause::NoCfi,
-                            format!(
-                                "no FDE covers this PC: code without CFI in {file}'s {} (no FDE from {:#x} to {:#x}; \
+                        format!(
+                            "no FDE covers this PC: code without CFI in {file}'s {} (no FDE from {:#x} to {:#x}; \
                              {:.0}% of {file}'s executable bytes have none), so {words}",
-                                gap.section,
-                                gap.start,
-                                gap.end,
-                                100.0 * text.saturating_sub(covered) as f64 / text.max(1) as f64
-                            ),
+                            gap.section,
+                            gap.start,
+                            gap.end,
+                            100.0 * text.saturating_sub(covered) as f64 / text.max(1) as f64
                         )
-                    }
-                    None if c.fde_at(link).is_none() => {
-                        (Cause::NoCfi, self::say(say, || format!("no FDE covers this PC, so {words}")))
-                    }
-                    None if !say => (Cause::NoSection, words),
-                    None => {
-                        let (start, size) = c.fde_at(link).unwrap_or_default();
+                    }),
+                );
+            }
+            match c.fde_at(link) {
+                None => (Cause::NoCfi, self::say(say, || format!("no FDE covers this PC, so {words}"))),
+                Some((start, size)) => (
+                    Cause::NoSection,
+                    self::say(say, || {
                         let own = match c.sframe_version() {
                             Some(v) => format!("{file} has .sframe V{}", v.number()),
                             None => format!("{file} has no .sframe"),
                         };
-                        (
-                            Cause::NoSection,
-                            format!(
+                        format!(
                             "no registered .sframe section covers it, though its CFI does (FDE {start:#x}+{size:#x}; \
                              {own}): {words}"
-                        ),
                         )
-                    }
-                },
-                None => (Cause::NoSection, words),
+                    }),
+                ),
             }
         }
         Stop::NoMethod { .. } => (Cause::FpEnded, words),
