@@ -10,8 +10,8 @@ use crate::interleave::Point;
 use crate::kernel::{Kernel, MutexWaiter, StackCopy, UnwindWork};
 use crate::memory::{Access, CopiedStack, Untracked, UserMemory};
 use crate::types::{
-    Cookie, ExitPath, KernelVersion, MmId, Tid, UnwindCache, WorkId, EBUSY, EINVAL, INIT_WAITING, RESERVED_BITS,
-    UNWIND_PENDING, UNWIND_USED,
+    CancelledRequest, Cookie, ExitPath, KernelVersion, MmId, Tid, UnwindCache, WorkId, EBUSY, EINVAL, INIT_WAITING,
+    RESERVED_BITS, UNWIND_PENDING, UNWIND_USED,
 };
 use crate::unwind::{unwind_user, unwind_user_dry_run, unwind_user_interleaved, SframeRegistry, Trace, UnwindConfig};
 
@@ -33,6 +33,9 @@ impl Kernel {
     pub fn unwind_deferred_init(&mut self, name: &str) -> (WorkId, i32) {
         let id = WorkId(self.works.len());
         self.works.push(UnwindWork { name: name.to_string(), bit: 0, listed: false });
+        if self.backend.is_some() {
+            return (id, self.upstream_init(id));
+        }
         if self.callback_mutex_held() {
             self.mutex_waiters.push_back(MutexWaiter::Init(id));
             self.log(0, None, EventKind::MutexWait { work: id, call: "unwind_deferred_init" });
@@ -119,6 +122,9 @@ impl Kernel {
     }
 
     fn request_inner(&mut self, cpu: usize, work: WorkId) -> (i32, Cookie) {
+        if self.backend.is_some() {
+            return self.upstream_request(cpu, work);
+        }
         let none = Cookie::default();
         let Some(tid) = self.current(cpu) else { return (EINVAL, none) };
         {
@@ -136,13 +142,34 @@ impl Kernel {
         let notify =
             if in_nmi && self.opts.version == KernelVersion::V6_19 { Notify::NmiCurrent } else { Notify::Resume };
         let bit = self.works[work.0].bit;
-        // −1: cancelled (upstream WARNs and refuses). 0: the init failed or
-        // has not returned yet; no tracer holds such a work (upstream would
-        // take BIT(0), PENDING, for its bit), so the model refuses it too.
-        if bit < 2 {
+        // 0: the init failed or has not returned yet; no tracer requests
+        // with such a work (upstream would take BIT(0), PENDING, for its
+        // bit), so the model refuses it.
+        if bit == 0 || bit == 1 {
             return (EINVAL, none);
         }
-        let bit = 1u64 << bit;
+        let bit = if bit < 0 {
+            // Cancelled: work->bit is -1.
+            match self.opts.cancelled_request {
+                CancelledRequest::Refuse => return (EINVAL, none),
+                CancelledRequest::Upstream => {
+                    if self.check {
+                        let name = self.works[work.0].name.clone();
+                        self.violation(
+                            "UB",
+                            format!(
+                                "unwind_deferred_request() of {work} ({name}) after its cancel: `unsigned long bit` \
+                                 is ULONG_MAX, so WARN_ON_ONCE(bit < 0) cannot fire and BIT(bit) shifts past the \
+                                 word (undefined; the machine takes bit 63)"
+                            ),
+                        );
+                    }
+                    1u64 << 63
+                }
+            }
+        } else {
+            1u64 << bit
+        };
         self.point(cpu, Point::RequestStart);
         let cookie = self.get_cookie(cpu, tid);
         self.point(cpu, Point::RequestAfterCookie);
@@ -194,9 +221,30 @@ impl Kernel {
         if cache.nr_entries > 0 {
             return Ok(cache.entries[..cache.nr_entries].to_vec());
         }
+        let entries = self.walk_logged(tid, mm, copy.as_ref(), mem)?;
+        let t = self.task_mut(tid);
+        let cache = t.info.cache.as_mut().expect("allocated above");
+        // The cache keeps its buffer from entry to entry.
+        cache.entries.clear();
+        cache.entries.extend_from_slice(&entries);
+        cache.nr_entries = entries.len();
+        t.info.mask |= UNWIND_USED;
+        Ok(entries)
+    }
+
+    /// The faultable walk of `unwind_user_faultable()` (the model's
+    /// unwinders, through the stack `copy` once `exit_mm()` has run), with
+    /// its lab extra walks, counters and `unwind` event: the entries.
+    pub(crate) fn walk_logged(
+        &mut self,
+        tid: Tid,
+        mm: MmId,
+        copy: Option<&StackCopy>,
+        mem: &dyn UserMemory,
+    ) -> Result<Vec<u64>, i32> {
         let before = mem.fault_count();
-        let extra = self.extra_walks_of(tid, mm, copy.as_ref(), mem);
-        let copied = copied_view(copy.as_ref(), self.task(tid).mm.is_none(), mem);
+        let extra = self.extra_walks_of(tid, mm, copy, mem);
+        let copied = copied_view(copy, self.task(tid).mm.is_none(), mem);
         let walk_mem: &dyn UserMemory = match &copied {
             Some(view) => view,
             None => mem,
@@ -205,7 +253,7 @@ impl Kernel {
             // A test's interleaved walk: owned copies, as the hook needs the
             // whole kernel between lookups.
             let task_regs = self.task(tid).regs.clone();
-            let Some(regs) = copy.as_ref().map(|c| c.regs.clone()).or(task_regs) else {
+            let Some(regs) = copy.map(|c| c.regs.clone()).or(task_regs) else {
                 return Err(EINVAL);
             };
             let cfg = self.opts.unwind.clone();
@@ -215,7 +263,7 @@ impl Kernel {
             // registry are read in place, not copied per unwind.
             let Kernel { tasks, mms, opts, .. } = self;
             let task_regs = tasks.get(&tid).and_then(|t| t.regs.as_ref());
-            let Some(regs) = copy.as_ref().map(|c| &c.regs).or(task_regs) else {
+            let Some(regs) = copy.map(|c| &c.regs).or(task_regs) else {
                 return Err(EINVAL);
             };
             unwind_user(regs, walk_mem, &mut mms[mm.0].sframe, Access::Faultable, &opts.unwind)
@@ -233,13 +281,6 @@ impl Kernel {
             self.extra.record(event, extra, &removed_sections, &self.opts.extra_unwinders);
         }
         self.log(cpu, Some(tid), EventKind::Unwind { nr: entries.len(), methods, stop, faultable: true, faults });
-        let t = self.task_mut(tid);
-        let cache = t.info.cache.as_mut().expect("allocated above");
-        // The cache keeps its buffer from entry to entry.
-        cache.entries.clear();
-        cache.entries.extend_from_slice(&entries);
-        cache.nr_entries = entries.len();
-        t.info.mask |= UNWIND_USED;
         Ok(entries)
     }
 
@@ -250,7 +291,13 @@ impl Kernel {
     /// bring in no page it would find resident.
     ///
     /// [`KernelOptions::extra_unwinders`]: crate::types::KernelOptions::extra_unwinders
-    fn extra_walks_of(&self, tid: Tid, mm: MmId, copy: Option<&StackCopy>, mem: &dyn UserMemory) -> Vec<Trace> {
+    pub(crate) fn extra_walks_of(
+        &self,
+        tid: Tid,
+        mm: MmId,
+        copy: Option<&StackCopy>,
+        mem: &dyn UserMemory,
+    ) -> Vec<Trace> {
         let configs = &self.opts.extra_unwinders;
         let task = self.task(tid);
         let Some(regs) = copy.map(|c| &c.regs).or(task.regs.as_ref()).filter(|_| !configs.is_empty()) else {
@@ -270,6 +317,9 @@ impl Kernel {
     /// exit hook). Calls every tracer that requested in this entry and was
     /// not called yet, with the entry's cookie and one shared trace.
     pub(crate) fn process_unwind_deferred(&mut self, tid: Tid, mem: &dyn UserMemory, context: &'static str) {
+        if self.backend.is_some() {
+            return self.upstream_task_work(tid, mem, context);
+        }
         let cpu = self.task(tid).cpu;
         if self.task(tid).info.mask & UNWIND_PENDING == 0 {
             return;
@@ -317,7 +367,7 @@ impl Kernel {
         }
     }
 
-    fn deliver(&mut self, work: WorkId, tid: Tid, cpu: usize, cookie: Cookie, trace: &[u64]) {
+    pub(crate) fn deliver(&mut self, work: WorkId, tid: Tid, cpu: usize, cookie: Cookie, trace: &[u64]) {
         self.stats.callbacks += 1;
         self.log(cpu, Some(tid), EventKind::Callback { work, cookie, nr: trace.len() });
         self.ledger_callback(tid, work, cookie, trace);
@@ -328,6 +378,9 @@ impl Kernel {
 
     /// `unwind_reset_info()` on the way back to user mode.
     pub(crate) fn unwind_reset_info(&mut self, tid: Tid) {
+        if self.backend.is_some() {
+            return self.upstream_reset_info(tid);
+        }
         let cpu = self.task(tid).cpu;
         if self.task(tid).info.mask == 0 {
             return;
@@ -365,6 +418,11 @@ impl Kernel {
     /// invariant P1's violation (upstream computes `BIT(-1)` and deletes a
     /// list entry a second time); the model then leaves everything as it is.
     pub fn unwind_deferred_cancel(&mut self, work: WorkId) {
+        if self.backend.is_some() {
+            // Upstream's code has no guard against a second cancel; what it
+            // does then is the backend's to show.
+            return self.upstream_cancel(work);
+        }
         let bit = self.works[work.0].bit;
         let queued = self.mutex_waiters.contains(&MutexWaiter::Cancel(work));
         if bit < 0 || queued {
@@ -441,6 +499,9 @@ impl Kernel {
     /// `unwind_deferred_task_exit()`: finish pending unwinds while the mm
     /// still exists, and take the queued work off the list.
     pub(crate) fn unwind_deferred_task_exit(&mut self, tid: Tid, mem: &dyn UserMemory, variant: &'static str) {
+        if self.backend.is_some() {
+            return self.upstream_task_exit(tid, mem, variant);
+        }
         if self.task(tid).info.mask & UNWIND_PENDING == 0 {
             return;
         }

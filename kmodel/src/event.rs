@@ -144,6 +144,14 @@ pub enum EventKind {
     },
     /// Reset found PENDING set and left everything in place.
     ResetSkipped,
+    /// The kernel's own code (the upstream backend) hit a `WARN*()` or did
+    /// something undefined.
+    Warn {
+        /// Where.
+        site: crate::backend::Site,
+        /// What.
+        what: String,
+    },
     /// `unwind_deferred_cancel()` began (list removal, bit revoked).
     CancelBegin {
         /// The tracer.

@@ -46,6 +46,9 @@ pub enum Point {
     ExitBeforePerfExit,
     /// `do_exit()`: before `exit_mm()`.
     ExitBeforeExitMm,
+    /// A primitive of the kernel's own code, run by the upstream backend
+    /// (each atomic, bit operation, lock, list step and user read).
+    Upstream(crate::backend::Site),
 }
 
 impl Point {

@@ -8,10 +8,12 @@
 //! the crate documentation for the map).
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 use serde::Serialize;
 
 use crate::arch::{Arch, UserRegs};
+use crate::backend::DeferredBackend;
 use crate::event::{Event, EventKind};
 use crate::interleave::Point;
 use crate::invariants::{Ledger, Violation};
@@ -223,12 +225,20 @@ pub struct Kernel {
     pub(crate) violations: Vec<Violation>,
     /// The walks of [`KernelOptions::extra_unwinders`], a lab instrument.
     pub(crate) extra: ExtraWalks,
+    /// The kernel's own `deferred.c` and `user.c`, when they run instead
+    /// of the model's (`upstream.rs`).
+    pub(crate) backend: Option<Arc<dyn DeferredBackend>>,
 }
 
 impl Kernel {
     /// A kernel with `opts.cpus` idle CPUs and no tasks, booted: with
     /// [`PerfRegistration::Boot`] perf's work is registered first.
     pub fn new(opts: KernelOptions) -> Self {
+        Kernel::boot(opts, None)
+    }
+
+    /// [`Kernel::new`] with `deferred.c` run by `backend` if given.
+    pub(crate) fn boot(opts: KernelOptions, backend: Option<Arc<dyn DeferredBackend>>) -> Self {
         let cpus = vec![Cpu::default(); opts.cpus.max(1)];
         let boot_perf = opts.perf_registration == PerfRegistration::Boot;
         let mut k = Kernel {
@@ -255,6 +265,7 @@ impl Kernel {
             ledger: Ledger::default(),
             violations: Vec::new(),
             extra: ExtraWalks::default(),
+            backend,
         };
         if boot_perf {
             k.perf_event_init();

@@ -29,6 +29,8 @@
 //! | the reference's invariants (§9), the mm's life with several tasks (M1–M4), and their ledger | `invariants/` |
 //! | the points where an NMI or a cancel may strike | `interleave.rs` |
 //! | the event log | `event.rs` |
+//! | the interface to a second implementation of `deferred.c` and `user.c`: the kernel's own code (`kupstream`) | `backend.rs` |
+//! | the model's side of it: each `deferred.c` entry handed to the backend, the calls back answered, its state mirrored | `upstream.rs` |
 //! | user memory that may fault, user registers, per-architecture tables | `memory.rs`, `arch.rs` |
 //!
 //! # Threads
@@ -66,6 +68,7 @@
 #![warn(missing_docs)]
 
 pub mod arch;
+pub mod backend;
 mod deferred;
 mod entry;
 pub mod event;
@@ -79,3 +82,6 @@ mod task;
 pub mod tracer;
 pub mod types;
 pub mod unwind;
+mod upstream;
+
+pub use upstream::{backend_refuses, USER_C_CHECKS};

@@ -65,6 +65,9 @@ impl Kernel {
                 in_handler: false,
             },
         );
+        if let Some(backend) = &self.backend {
+            backend.task_new(tid);
+        }
         tid
     }
 

@@ -211,6 +211,26 @@ pub enum PerfRegistration {
     Late,
 }
 
+/// What `unwind_deferred_request()` does for a work that was cancelled
+/// (`work->bit` is -1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CancelledRequest {
+    /// Upstream 7.x (`kernel/unwind/deferred.c`): `bit` is an `unsigned
+    /// long`, so `WARN_ON_ONCE(bit < 0)` never fires; `BIT(bit)` shifts by
+    /// `ULONG_MAX`, undefined in C, which x86-64, AArch64 and s390x execute
+    /// as bit 63: the request claims bit 63 and PENDING, queues the
+    /// task_work and returns 0; no callback follows (the work is off the
+    /// list). The model does that and reports the undefined shift as a
+    /// violation (`UB`).
+    #[default]
+    Upstream,
+    /// What the check intends (a signed `bit`): WARN and refuse with
+    /// `-EINVAL`, the model's behaviour before it was measured against the
+    /// kernel's code.
+    Refuse,
+}
+
 /// What a fork does to the child's `.sframe` table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -320,6 +340,9 @@ pub struct KernelOptions {
     pub bits_per_long: u32,
     /// When perf's work is registered.
     pub perf_registration: PerfRegistration,
+    /// A request for a cancelled work: as upstream's code (default) or
+    /// refused.
+    pub cancelled_request: CancelledRequest,
     /// A measurement, not a kernel setting: at every [`Kernel::nmi`] also
     /// walk the user stack as a synchronous in-NMI unwinder would (the
     /// configured methods, no faults) and count the walks that would have
@@ -393,6 +416,7 @@ impl Default for KernelOptions {
             copy_on_exit_bytes: 8192,
             bits_per_long: 64,
             perf_registration: PerfRegistration::Boot,
+            cancelled_request: CancelledRequest::Upstream,
             probe_nmi_walk: false,
             sframe_table: SframeTableOptions::default(),
             extra_unwinders: Vec::new(),

@@ -30,7 +30,8 @@
 //! * Views of a report: [`export`] (Chrome trace, folded stacks, Firefox
 //!   Profiler) and [`html`].
 //! * Built on runs: [`explain`] (why a stack left the truth, in words),
-//!   [`replay`], [`validate`] (a binary sampled per unwinder) and [`demo`] (a narrated tour); with the `fuzzgen` feature,
+//!   [`replay`], [`validate`] (a binary sampled per unwinder), [`demo`] (a narrated tour) and [`kdiff`] (one
+//!   scenario on the model and on the kernel's own C code, compared); with the `fuzzgen` feature,
 //!   `fuzz` (the scenario generator of the fuzz target).
 //! * [`sysroot`]: a lab root for a dynamically linked program, every object
 //!   it loads found like `ld.so` does and given generated SFrame V3.
@@ -47,6 +48,7 @@ pub mod fuzz;
 mod guest;
 pub mod html;
 mod judge;
+pub mod kdiff;
 pub mod loader;
 mod log;
 pub mod replay;

@@ -11,7 +11,7 @@ use kmodel::types::{EventLog, KernelOptions, SframeTableOptions};
 use kmodel::unwind::{Method, UnwindConfig};
 
 use crate::report::{GuestResult, Progress, Report, RunError, SampleResult, Summary};
-use crate::scenario::Scenario;
+use crate::scenario::{KernelImpl, Scenario};
 use crate::schedule::Run;
 use crate::symbolise::{GuestSymbols, SymbolCache};
 
@@ -37,6 +37,7 @@ fn kernel_options(scenario: &Scenario) -> KernelOptions {
         copy_on_exit_bytes: scenario.kernel.copy_on_exit_bytes,
         bits_per_long: 64,
         perf_registration: scenario.kernel.perf_registration,
+        cancelled_request: scenario.kernel.cancelled_request,
         // The account reports how many in-NMI walks would have faulted.
         probe_nmi_walk: true,
         sframe_table: SframeTableOptions {
@@ -150,6 +151,20 @@ pub(crate) fn run_for_extra_stacks(
     Ok((report, stacks))
 }
 
+/// The kernel of a run: the model, or the kernel's own code of the tree
+/// the scenario names (`kernel.impl`), built and loaded now.
+fn new_kernel(scenario: &Scenario, opts: KernelOptions) -> Result<Kernel, RunError> {
+    match scenario.kernel.implementation {
+        KernelImpl::Model => Ok(Kernel::new(opts)),
+        KernelImpl::KernelC => {
+            let backend = kupstream::load(scenario.kernel.kernel_tree.as_deref(), opts.nmi_safe_cmpxchg)
+                .map_err(|e| RunError::Scenario(e.to_string()))?;
+            Kernel::with_backend(opts, backend)
+                .map_err(|e| RunError::Scenario(format!("kernel.impl \"kernel-c\" cannot run this scenario: {e}")))
+        }
+    }
+}
+
 /// `full`: the log and the in-NMI probe too (see [`run_for_verdicts`]).
 fn run_inner(scenario: &Scenario, progress: &mut dyn FnMut(Progress), full: bool) -> Result<Report, RunError> {
     let run = execute(scenario, progress, full, &[])?;
@@ -171,7 +186,7 @@ fn execute<'s>(
     let extra_unwinders =
         extra.iter().map(|order| UnwindConfig { order: order.clone(), ..opts.unwind.clone() }).collect();
     let event_log = if full { EventLog::All } else { EventLog::Judging };
-    let mut k = Kernel::new(KernelOptions { probe_nmi_walk: full, extra_unwinders, event_log, ..opts });
+    let mut k = new_kernel(scenario, KernelOptions { probe_nmi_walk: full, extra_unwinders, event_log, ..opts })?;
     k.set_checks(true);
     let mut guests = Vec::new();
     for g in &scenario.guests {
@@ -180,6 +195,9 @@ fn execute<'s>(
     let mut run = Run::new(scenario, k, guests);
     run.keep_log = full;
     run.main_loop(progress)?;
+    if let Some(failure) = run.k.backend_failure() {
+        return Err(RunError::Scenario(failure));
+    }
     Ok(run)
 }
 

@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 
 use kmodel::arch::Arch;
 use kmodel::tracer::UserStackMode;
-use kmodel::types::{ExitPath, ForkTable, KernelVersion, MunmapSframe, PerfRegistration, PrctlNumbers, SyscallNumbers};
+use kmodel::types::{
+    CancelledRequest, ExitPath, ForkTable, KernelVersion, MunmapSframe, PerfRegistration, PrctlNumbers, SyscallNumbers,
+};
 use kmodel::unwind::{Method, SframeMode};
 use serde::{Deserialize, Serialize};
 
@@ -273,6 +275,56 @@ pub struct KernelConfig {
     /// The simulated loader unregisters an object before unmapping it
     /// (true); false models a loader that forgets, leaving stale entries.
     pub loader_unregisters: bool,
+    /// A request for a cancelled work: `upstream` (the kernel's code: it
+    /// shifts by `ULONG_MAX` and queues) or `refuse` (a signed `bit`: WARN
+    /// and `-EINVAL`).
+    #[serde(skip_serializing_if = "is_upstream_request")]
+    pub cancelled_request: CancelledRequest,
+    /// Whose code runs `kernel/unwind/`: `model` (the lab's Rust model, the
+    /// default) or `kernel-c` (the kernel's own `deferred.c` and `user.c`,
+    /// built against the lab's shim).
+    #[serde(rename = "impl", skip_serializing_if = "KernelImpl::is_model")]
+    pub implementation: KernelImpl,
+    /// The kernel tree whose code `kernel-c` runs (a developer's patched
+    /// tree); by default the Debian `linux-source-7.x` that `make deps`
+    /// fetched.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel_tree: Option<std::path::PathBuf>,
+}
+
+fn is_upstream_request(r: &CancelledRequest) -> bool {
+    *r == CancelledRequest::Upstream
+}
+
+/// Whose code runs `kernel/unwind/` in a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KernelImpl {
+    /// The lab's executable model (`kmodel`).
+    #[default]
+    Model,
+    /// The kernel's own C code (`kupstream`): the tree's `deferred.c`
+    /// and, where upstream has a user unwinder (frame pointers on
+    /// x86-64), its `user.c`; elsewhere the lab's unwinder walks (a
+    /// proposal's).
+    KernelC,
+}
+
+impl KernelImpl {
+    /// True for the default, [`KernelImpl::Model`].
+    pub fn is_model(&self) -> bool {
+        *self == KernelImpl::Model
+    }
+}
+
+impl std::fmt::Display for KernelImpl {
+    /// `model` or `kernel-c`, as scenario files spell it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            KernelImpl::Model => "model",
+            KernelImpl::KernelC => "kernel-c",
+        })
+    }
 }
 
 impl Default for KernelConfig {
@@ -293,6 +345,9 @@ impl Default for KernelConfig {
             munmap_sframe: MunmapSframe::Keep,
             sframe_validation: false,
             loader_unregisters: true,
+            cancelled_request: CancelledRequest::Upstream,
+            implementation: KernelImpl::Model,
+            kernel_tree: None,
         }
     }
 }

@@ -179,6 +179,10 @@ impl<'s> Run<'s> {
         let stop_after = self.scenario.stop_after.unwrap_or(u64::MAX);
         loop {
             progress(Progress { instructions: self.global(), samples: self.k.tracers().samples });
+            // The kernel's own code faulted: nothing after is meaningful.
+            if let Some(failure) = self.k.backend_failure() {
+                return Err(RunError::Scenario(failure));
+            }
             self.apply_events()?;
             let global = self.now();
             if global >= stop_after {

@@ -36,6 +36,9 @@ enum Command {
     Validate(run::ValidateArgs),
     /// A narrated tour of deferred unwinding, from real runs.
     Demo(run::DemoArgs),
+    /// Run scenarios on the kernel model and on the kernel's own
+    /// kernel/unwind/ C code, and report the first event where they differ.
+    KernelDiff(run::KernelDiffArgs),
     /// Copy a dynamically linked program and every object it loads into a
     /// directory (a prefix for qemu-user -L and exec --prefix), each with
     /// generated SFrame V3 injected.
@@ -58,6 +61,7 @@ pub fn main() -> i32 {
         Command::Replay(args) => run::run_replay(&args),
         Command::Validate(args) => run::run_validate(&args),
         Command::Demo(args) => run::run_demo(&args),
+        Command::KernelDiff(args) => run::run_kernel_diff(&args),
         Command::Sysroot(args) => sysroot::run(&args),
     }
 }

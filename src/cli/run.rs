@@ -6,6 +6,7 @@ use std::path::Path;
 use kmodel::arch::Arch;
 use kmodel::unwind::Method;
 use lab::replay::{replay_file, Replay};
+use lab::scenario::KernelImpl;
 use lab::validate::SframeSource;
 use lab::Scenario;
 
@@ -35,6 +36,35 @@ pub(crate) struct RunArgs {
     /// Write a Firefox Profiler profile (profiler.firefox.com).
     #[arg(long, value_name = "FILE")]
     firefox: Option<String>,
+    #[command(flatten)]
+    kernel: KernelArgs,
+}
+
+/// Whose code runs `kernel/unwind/` (`run`, `validate`, `demo`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct KernelArgs {
+    /// Whose code runs kernel/unwind/: the lab's model, or the kernel's own
+    /// deferred.c and user.c built against the lab's shim (default: what
+    /// the scenario says, else the model).
+    #[arg(long, value_name = "IMPL", value_parser = one_of([KernelImpl::Model, KernelImpl::KernelC], KernelImpl::to_string))]
+    kernel_impl: Option<KernelImpl>,
+    /// The kernel tree whose kernel/unwind/ runs (implies --kernel-impl
+    /// kernel-c); default: Debian's linux-source-7.x fetched by 'make deps'.
+    #[arg(long, value_name = "DIR")]
+    kernel_tree: Option<std::path::PathBuf>,
+}
+
+impl KernelArgs {
+    /// Puts the choice into a scenario.
+    pub(crate) fn apply(&self, scenario: &mut Scenario) {
+        if let Some(tree) = &self.kernel_tree {
+            scenario.kernel.kernel_tree = Some(tree.clone());
+            scenario.kernel.implementation = KernelImpl::KernelC;
+        }
+        if let Some(implementation) = self.kernel_impl {
+            scenario.kernel.implementation = implementation;
+        }
+    }
 }
 
 /// Options of `replay`.
@@ -91,13 +121,14 @@ pub(crate) fn run(args: &RunArgs) -> i32 {
         Some(path) => Scenario::load(Path::new(path)),
         None => default_scenario(),
     };
-    let scenario = match loaded {
+    let mut scenario = match loaded {
         Ok(s) => s,
         Err(e) => {
             eprintln!("unwindlab: {e}");
             return EXIT_USAGE;
         }
     };
+    args.kernel.apply(&mut scenario);
     let report = match with_progress(|p| lab::run_with_progress(&scenario, p)) {
         Ok(r) => r,
         Err(e) => {
@@ -273,6 +304,68 @@ pub(crate) fn run_demo(args: &DemoArgs) -> i32 {
         }
     }
     EXIT_OK
+}
+
+/// Options of `kernel-diff`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct KernelDiffArgs {
+    /// Scenario files; a directory stands for its *.json files, in name order.
+    #[arg(required = true)]
+    scenarios: Vec<std::path::PathBuf>,
+    /// The kernel tree whose kernel/unwind/ runs (default: Debian's
+    /// linux-source-7.x fetched by 'make deps').
+    #[arg(long, value_name = "DIR")]
+    kernel_tree: Option<std::path::PathBuf>,
+    /// Print JSON (one object per scenario).
+    #[arg(long)]
+    json: bool,
+}
+
+/// `kernel-diff`: each scenario on the model and on the kernel's own code.
+/// Exit 0 if every one is identical, 1 if one differs or cannot run.
+pub(crate) fn run_kernel_diff(args: &KernelDiffArgs) -> i32 {
+    let mut files = Vec::new();
+    for path in &args.scenarios {
+        if path.is_dir() {
+            let mut found: Vec<_> = match std::fs::read_dir(path) {
+                Ok(dir) => dir
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.extension().is_some_and(|x| x == "json"))
+                    .collect(),
+                Err(e) => {
+                    eprintln!("unwindlab: {}: {e}", path.display());
+                    return EXIT_USAGE;
+                }
+            };
+            found.sort();
+            files.extend(found);
+        } else {
+            files.push(path.clone());
+        }
+    }
+    let mut status = EXIT_OK;
+    for file in &files {
+        let shown = file.display();
+        let outcome = Scenario::load(file)
+            .map_err(|e| e.to_string())
+            .and_then(|s| lab::kdiff::kernel_diff(&s, args.kernel_tree.as_deref()).map_err(|e| e.to_string()));
+        if !matches!(outcome, Ok(lab::kdiff::Outcome::Identical { .. })) {
+            status = EXIT_INVALID;
+        }
+        match (outcome, args.json) {
+            (Ok(o), true) => {
+                let mut v = serde_json::to_value(&o).unwrap_or_default();
+                v["scenario"] = serde_json::Value::String(shown.to_string());
+                emit_line(&v.to_string());
+            }
+            (Ok(o), false) => emit_line(&format!("{shown}: {o}")),
+            (Err(e), true) => emit_line(
+                &serde_json::json!({"scenario": shown.to_string(), "outcome": "error", "error": e}).to_string(),
+            ),
+            (Err(e), false) => emit_line(&format!("{shown}: cannot run: {e}")),
+        }
+    }
+    status
 }
 
 /// A parser accepting one of `values`, each spelled as `name` gives it.

@@ -1,0 +1,2 @@
+/* unwindlab: everything comes from the one shim header. */
+#include "shim.h"
