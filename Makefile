@@ -16,11 +16,13 @@ all: deps preflight build run
 
 # The Debian packages the host needs, then Debian's static busybox and bash
 # and its dynamically linked coreutils, sed, grep, … with their libraries,
-# for amd64, arm64 and s390x, for tests/conformance.rs (a cache; quick once
-# fetched).
+# for amd64, arm64 and s390x, for tests/conformance.rs, then the kernel's
+# kernel/unwind/ and the headers it needs from Debian's linux-source-7.x, for
+# kupstream's C harness (caches; quick once fetched).
 deps:
 	@scripts/install-deps.sh
 	@scripts/fetch-debian-programs.sh
+	@scripts/fetch-linux-source.sh
 
 # Seconds, not minutes: every tool answers and a static hello runs on each
 # architecture; otherwise one line names the Debian package to install.
