@@ -348,11 +348,30 @@ impl Kernel {
         for work in snapshot {
             self.point(cpu, Point::HandlerBeforeCallback);
             let w = &self.works[work.0];
-            if !w.listed || w.bit < 0 || bits & (1u64 << w.bit) == 0 {
+            if !w.listed {
                 continue;
             }
-            let bit = 1u64 << w.bit;
+            // `test_bit(work->bit, &bits)`: a work cancelled since the walk
+            // began has bit -1, a bit number before the word: undefined
+            // (the lab reads it as clear).
+            if w.bit < 0 {
+                self.undefined_bit(work, "test_bit(work->bit, &bits)");
+                continue;
+            }
+            if bits & (1u64 << w.bit) == 0 {
+                continue;
+            }
             self.deliver(work, tid, cpu, cookie, &trace);
+            // `BIT(work->bit)` is read again after the callback: a cancel
+            // that began meanwhile has made it -1, and the shift by
+            // ULONG_MAX is undefined (the machine takes bit 63).
+            let bit = match self.works[work.0].bit {
+                b if b < 0 => {
+                    self.undefined_bit(work, "unwind_completed |= BIT(work->bit)");
+                    1u64 << 63
+                }
+                b => 1u64 << b,
+            };
             if let Some(cache) = self.task_mut(tid).info.cache.as_mut() {
                 cache.completed |= bit;
             }
@@ -364,6 +383,15 @@ impl Kernel {
         self.task_mut(tid).in_handler = false;
         if self.srcu_readers == 0 {
             self.finish_cancels();
+        }
+    }
+
+    /// `what` used the bit of `work` after its cancel made it -1: undefined
+    /// in C, reported as a violation (`UB`).
+    fn undefined_bit(&mut self, work: WorkId, what: &str) {
+        if self.check {
+            let name = self.works[work.0].name.clone();
+            self.violation("UB", format!("{what} of {work} ({name}), cancelled meanwhile: bit -1 is past the word"));
         }
     }
 
@@ -399,9 +427,17 @@ impl Kernel {
                 break;
             }
         }
+        // Upstream's window (include/linux/unwind_deferred.h): the mask is
+        // zero but `id` still holds the cookie. An NMI here gets that
+        // cookie, sets PENDING and queues its work; the reset then clears
+        // `id`, so the callbacks that follow get cookie 0 while perf's
+        // sample carries the old one: a sample never stitched.
+        self.point(cpu, Point::ResetAfterCmpxchg);
         let info = &mut self.task_mut(tid).info;
         let cookie = info.id;
         info.id = Cookie::default();
+        self.point(cpu, Point::ResetBeforeCacheClear);
+        let info = &mut self.task_mut(tid).info;
         if let Some(cache) = info.cache.as_mut() {
             cache.nr_entries = 0;
             cache.completed = 0;

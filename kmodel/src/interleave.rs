@@ -40,6 +40,11 @@ pub enum Point {
     HandlerBeforeSrcuUnlock,
     /// Reset: mask read non-zero, before the cmpxchg to 0.
     ResetBeforeCmpxchg,
+    /// Reset: the mask is 0, `id` still holds the cookie (upstream's
+    /// window: `unwind_reset_info()` clears `id` only after the cmpxchg).
+    ResetAfterCmpxchg,
+    /// Reset: `id` cleared, the cache not yet.
+    ResetBeforeCacheClear,
     /// After `unwind_reset_info()`, before the actual return to user mode.
     AfterResetBeforeUser,
     /// `do_exit()`: PF_EXITING set, before `perf_event_exit_task()`.
@@ -53,7 +58,7 @@ pub enum Point {
 
 impl Point {
     /// Every point, in code order.
-    pub const ALL: [Point; 15] = [
+    pub const ALL: [Point; 17] = [
         Point::RequestStart,
         Point::CookieBeforeCmpxchg,
         Point::RequestAfterCookie,
@@ -66,6 +71,8 @@ impl Point {
         Point::HandlerBeforeCallback,
         Point::HandlerBeforeSrcuUnlock,
         Point::ResetBeforeCmpxchg,
+        Point::ResetAfterCmpxchg,
+        Point::ResetBeforeCacheClear,
         Point::AfterResetBeforeUser,
         Point::ExitBeforePerfExit,
         Point::ExitBeforeExitMm,

@@ -338,6 +338,11 @@ impl Kernel {
         &self.tasks[&tid]
     }
 
+    /// Whether `cpu` is in NMI context.
+    pub fn in_nmi(&self, cpu: usize) -> bool {
+        self.cpus.get(cpu).is_some_and(|c| c.in_nmi)
+    }
+
     /// The task running on `cpu`.
     pub fn current(&self, cpu: usize) -> Option<Tid> {
         self.cpus.get(cpu).and_then(|c| c.current)

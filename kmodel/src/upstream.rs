@@ -152,9 +152,13 @@ impl Kernel {
                 BackendEvent::Warn { site, what, cpu, tid } => {
                     let who = if tid == 0 { String::new() } else { format!(" as task {tid}") };
                     let detail = format!("{what}: {site} on CPU {cpu}{who}");
+                    let undefined = site.op == "undefined behaviour" || what.contains("outside the word");
                     self.log(cpu, (tid != 0).then_some(tid), EventKind::Warn { site, what });
                     if self.check {
-                        self.violation("WARN", detail);
+                        // Undefined behaviour the harness caught (a shift or
+                        // a bit number past the word) is what the model
+                        // names `UB`; the rest are the code's own WARNs.
+                        self.violation(if undefined { "UB" } else { "WARN" }, detail);
                     }
                 }
                 BackendEvent::InitReturned { work, ret } => self.log_init(work, ret),

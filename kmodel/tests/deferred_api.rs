@@ -8,7 +8,7 @@ use kmodel::event::{EntryReason, EventKind};
 use kmodel::kernel::Kernel;
 use kmodel::memory::{Access, PagedMemory, UserMemory};
 use kmodel::tracer::{stitch, PerfRecord, PerfScope, UserChain, UserStackMode, KERNEL_IPS_IN_KERNEL};
-use kmodel::types::{ExitPath, KernelOptions, KernelVersion, MmId, Tid, WorkId, EBUSY, EINVAL};
+use kmodel::types::{CancelledRequest, ExitPath, KernelOptions, KernelVersion, MmId, Tid, WorkId, EBUSY, EINVAL};
 use kmodel::unwind::{unwind_user_dry_run, UnwindConfig};
 use support::stack::{expected_trace, fp_stack};
 use support::{callbacks, kernel, task, without_perf};
@@ -86,10 +86,32 @@ fn requests_are_refused_where_the_kernel_refuses_them() {
     assert_eq!(ret, 0);
     assert!(!cookie.is_none());
     k.unwind_deferred_cancel(a);
+    // Upstream 7.x: `unsigned long bit` is ULONG_MAX after the cancel, the
+    // `bit < 0` check cannot fire, and BIT(ULONG_MAX) is undefined (bit 63
+    // on the machine): the request joins the pending work and returns 0.
+    let (ret, cookie) = k.unwind_deferred_request(0, a);
+    assert_eq!((ret, cookie.is_none()), (0, false), "cancelled work, as upstream's code does");
+    let violations: Vec<String> = k.take_violations().iter().map(|v| v.to_string()).collect();
+    assert!(violations.len() == 1 && violations[0].contains("invariant UB"), "{violations:?}");
+    k.return_to_user(t, &mem);
+    assert!(callbacks(&k).is_empty(), "a cancelled tracer is never called back");
+    assert!(k.take_violations().is_empty());
+}
+
+/// The model's guard, named: with `CancelledRequest::Refuse` a cancelled
+/// work's request is refused, as a signed `bit` would make upstream do.
+#[test]
+fn a_cancelled_work_is_refused_with_the_refuse_option() {
+    let (mem, regs) = fp_stack(Arch::X86_64, 2);
+    let mut k = kernel(KernelOptions { cancelled_request: CancelledRequest::Refuse, ..without_perf() });
+    let (a, _) = k.unwind_deferred_init("a");
+    let t = task(&mut k, 0);
+    k.enter(t, EntryReason::Syscall, regs, &mem);
+    k.unwind_deferred_cancel(a);
     let (ret, cookie) = k.unwind_deferred_request(0, a);
     assert_eq!((ret, cookie.is_none()), (EINVAL, true), "cancelled work");
     k.return_to_user(t, &mem);
-    assert!(callbacks(&k).is_empty(), "a cancelled tracer is never called back");
+    assert!(callbacks(&k).is_empty());
     assert!(k.take_violations().is_empty());
 }
 

@@ -90,6 +90,8 @@ struct Outcome {
     reregistered_after_cancel: bool,
     /// Table changes placed between two lookups of a walk.
     table_changes_mid_walk: usize,
+    /// The points at which the actions were injected, with the actions.
+    injected_at: Vec<(Point, Action)>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -123,7 +125,9 @@ fn run(cfg: Config, actions: &[(usize, Action)]) -> Outcome {
     // (inits in a grace period, inits that waited, re-registered after a cancel)
     let inits = Rc::new(RefCell::new((0usize, 0usize, false)));
     let mid_walk = Rc::new(RefCell::new(0usize));
+    let injected_at: Rc<RefCell<Vec<(Point, Action)>>> = Rc::default();
     {
+        let injected_at = injected_at.clone();
         let (hits, injected, mem, works) = (hits.clone(), injected.clone(), mem.clone(), works.clone());
         let (inits, mid_walk) = (inits.clone(), mid_walk.clone());
         let actions = actions.to_vec();
@@ -138,12 +142,15 @@ fn run(cfg: Config, actions: &[(usize, Action)]) -> Outcome {
                 if k.init_waiting(work) {
                     fresh.push(work);
                 } else {
+                    // Its request is where the placement takes effect.
+                    injected_at.borrow_mut().push((p, Action::Init));
                     k.nmi_request(cpu, work, None, &*mem);
                 }
             }
             for &(at, action) in &actions {
                 if at == n {
                     *injected.borrow_mut() += 1;
+                    injected_at.borrow_mut().push((p, action));
                     let table_change = matches!(action, Action::Register | Action::Unregister);
                     *mid_walk.borrow_mut() += usize::from(table_change && p == Point::UnwindBetweenLookups);
                     match action {
@@ -192,7 +199,9 @@ fn run(cfg: Config, actions: &[(usize, Action)]) -> Outcome {
     let (points, injected) = (*hits.borrow(), *injected.borrow());
     let (inits_in_grace, inits_waited, reregistered_after_cancel) = *inits.borrow();
     let table_changes_mid_walk = *mid_walk.borrow();
+    let injected_at = injected_at.borrow().clone();
     Outcome {
+        injected_at,
         points,
         violations,
         injected,
@@ -280,6 +289,13 @@ fn actions(cfg: &Config) -> Vec<Action> {
     nmis.chain(others).chain((0..cfg.tracers).map(Action::Cancel)).chain([Action::Init]).chain(table).collect()
 }
 
+/// A request made between `unwind_reset_info()`'s cmpxchg and its last
+/// store (see `check`).
+fn in_reset_window(p: Point, a: Action) -> bool {
+    matches!(p, Point::ResetAfterCmpxchg | Point::ResetBeforeCacheClear)
+        && matches!(a, Action::Nmi(_) | Action::NmiOther(_) | Action::Init)
+}
+
 /// An init placed in a cancel's grace period waits for it. Violations are
 /// allowed only for upstream's own hazard: a new tracer registered after a
 /// cancel returned, given the cancelled tracer's bit while that bit was
@@ -291,20 +307,42 @@ fn check(cfg: &Config, what: &str, o: &Outcome, double_cancel: bool) {
     let all = || o.violations.join("\n");
     assert_eq!(o.inits_waited, o.inits_in_grace, "{cfg:?} {what}: an init in a grace period did not wait");
     if double_cancel {
-        assert!(o.violations.len() == 1 && o.violations[0].starts_with("invariant P1 "), "{cfg:?} {what}:\n{}", all());
+        // P1 once; the requests of the cancelled work that follow compute
+        // BIT(-1) (UB), as upstream's code does.
+        let p1 = o.violations.iter().filter(|v| v.starts_with("invariant P1 ")).count();
+        let rest_ub = o.violations.iter().all(|v| v.starts_with("invariant P1 ") || v.starts_with("invariant UB "));
+        assert!(p1 == 1 && rest_ub, "{cfg:?} {what}:\n{}", all());
         return;
     }
     if o.violations.is_empty() {
         return;
     }
+    // Upstream's own windows, which the model shows as upstream has them:
+    // an NMI between unwind_reset_info()'s cmpxchg and its clearing of `id`
+    // gets the old cookie and its callback cookie 0 (B2: called under a
+    // cookie it never got; B1: never called under the one it got); one after `id`
+    // but before the cache is cleared sees the old entry's `completed`
+    // beside its new bit for a moment (I6, harmless); a request for a
+    // cancelled work computes BIT(-1) (UB), as may the handler's loop when
+    // a cancel runs beside it.
+    let reset_window = o.injected_at.iter().any(|&(p, a)| in_reset_window(p, a));
+    let cancelled = o.injected_at.iter().any(|&(_, a)| matches!(a, Action::Cancel(_)));
     // The works registered by Init come after the configuration's tracers.
     let new_tracer = |v: &str| (cfg.tracers..cfg.tracers + 2).any(|w| v.contains(&format!("work {w} ")));
-    let upstream = o.violations.iter().all(|v| {
-        let head = v.lines().next().unwrap_or("");
-        (head.starts_with("invariant B1 ") || head.starts_with("invariant B2 ")) && new_tracer(head)
-            || head.starts_with("invariant I6 ")
-    });
-    assert!(o.reregistered_after_cancel && upstream, "{cfg:?} {what}:\n{}", all());
+    let is = |head: &str, names: &[&str]| names.iter().any(|i| head.starts_with(&format!("invariant {i} ")));
+    let unexplained: Vec<&String> = o
+        .violations
+        .iter()
+        .filter(|v| {
+            let head = v.lines().next().unwrap_or("");
+            let window = reset_window && is(head, &["B1", "B2", "I6"]);
+            let undefined = cancelled && is(head, &["UB"]);
+            let reused =
+                o.reregistered_after_cancel && (is(head, &["B1", "B2"]) && new_tracer(head) || is(head, &["I6"]));
+            !(window || undefined || reused)
+        })
+        .collect();
+    assert!(unexplained.is_empty(), "{cfg:?} {what} (placed at {:?}):\n{}", o.injected_at, all());
 }
 
 #[test]
@@ -389,7 +427,15 @@ fn v6_17_nmi_after_reset_is_the_only_unsafe_placement() {
                     if cfg.threads {
                         threaded.insert(format!("{a:?}@{at}"));
                     }
-                    assert!(o.violations.iter().all(|v| v.contains("B6") || v.contains("B4")), "{:?}", o.violations);
+                    // B6/B4: the v6.17 race; B2 and I6 in the reset
+                    // window both versions share (see `check`).
+                    let window = o.injected_at.iter().any(|&(p, a)| in_reset_window(p, a));
+                    let shared = |v: &String| window && ["B1", "B2", "I6"].iter().any(|i| v.contains(i));
+                    assert!(
+                        o.violations.iter().all(|v| v.contains("B6") || v.contains("B4") || shared(v)),
+                        "{:?}",
+                        o.violations
+                    );
                 }
             }
         }

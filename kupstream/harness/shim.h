@@ -102,21 +102,22 @@ void h_warn(const struct h_site *site, const char *what);
 #define READ_ONCE(x) ({ h_point(H_SITE("READ_ONCE")); *(volatile __typeof__(x) *)&(x); })
 #define WRITE_ONCE(x, v) do { h_point(H_SITE("WRITE_ONCE")); *(volatile __typeof__(x) *)&(x) = (v); } while (0)
 
-/* ---- atomics (each one a preemption point before it takes effect) ---- */
+/* ---- atomics: a preemption point before each, and after each read-modify-write ---- */
+#define H_AFTER(opname) h_point(H_SITE("after " opname))
 #define atomic_long_read(v) ({ h_point(H_SITE("atomic_long_read")); (v)->counter; })
-#define atomic_long_set(v, i) do { h_point(H_SITE("atomic_long_set")); (v)->counter = (i); } while (0)
-#define atomic_long_or(i, v) do { h_point(H_SITE("atomic_long_or")); (v)->counter |= (long)(i); } while (0)
-#define atomic_long_andnot(i, v) do { h_point(H_SITE("atomic_long_andnot")); (v)->counter &= ~(long)(i); } while (0)
-#define atomic_long_fetch_or(i, v) ({ h_point(H_SITE("atomic_long_fetch_or")); long __o = (v)->counter; (v)->counter = __o | (long)(i); __o; })
-#define atomic_long_fetch_andnot(i, v) ({ h_point(H_SITE("atomic_long_fetch_andnot")); long __o = (v)->counter; (v)->counter = __o & ~(long)(i); __o; })
+#define atomic_long_set(v, i) do { h_point(H_SITE("atomic_long_set")); (v)->counter = (i); H_AFTER("atomic_long_set"); } while (0)
+#define atomic_long_or(i, v) do { h_point(H_SITE("atomic_long_or")); (v)->counter |= (long)(i); H_AFTER("atomic_long_or"); } while (0)
+#define atomic_long_andnot(i, v) do { h_point(H_SITE("atomic_long_andnot")); (v)->counter &= ~(long)(i); H_AFTER("atomic_long_andnot"); } while (0)
+#define atomic_long_fetch_or(i, v) ({ h_point(H_SITE("atomic_long_fetch_or")); long __o = (v)->counter; (v)->counter = __o | (long)(i); H_AFTER("atomic_long_fetch_or"); __o; })
+#define atomic_long_fetch_andnot(i, v) ({ h_point(H_SITE("atomic_long_fetch_andnot")); long __o = (v)->counter; (v)->counter = __o & ~(long)(i); H_AFTER("atomic_long_fetch_andnot"); __o; })
 #define atomic_long_try_cmpxchg(v, oldp, new) ({ \
 	h_point(H_SITE("atomic_long_try_cmpxchg")); \
 	long __cur = (v)->counter; bool __ok = __cur == (long)*(oldp); \
-	if (__ok) (v)->counter = (long)(new); else *(oldp) = __cur; __ok; })
+	if (__ok) (v)->counter = (long)(new); else *(oldp) = __cur; H_AFTER("atomic_long_try_cmpxchg"); __ok; })
 #define try_cmpxchg(ptr, oldp, new) ({ \
 	h_point(H_SITE("try_cmpxchg")); \
 	__typeof__(*(ptr)) __cur = *(ptr); bool __ok = __cur == *(oldp); \
-	if (__ok) *(ptr) = (new); else *(oldp) = __cur; __ok; })
+	if (__ok) *(ptr) = (new); else *(oldp) = __cur; H_AFTER("try_cmpxchg"); __ok; })
 
 /* ---- bit operations ---- */
 #define test_bit(nr, addr) ({ long __nr = (long)(nr); h_bit_check(H_SITE("test_bit"), __nr); \
