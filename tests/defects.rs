@@ -146,7 +146,13 @@ fn validate_and_compare_name_each_defect() {
         }
 
         // Running: each defect named with its cause, function and PC.
-        let plan = Plan { every: 97, unwinders: &[Method::Sframe], source: SframeSource::Own, one_run: true };
+        let plan = Plan {
+            every: 97,
+            unwinders: &[Method::Sframe],
+            source: SframeSource::Own,
+            one_run: true,
+            kernel: &Default::default(),
+        };
         let results = validate_sframe(&defective, None, &[], plan, &mut |_| {}).unwrap();
         let r = &results["sframe"];
         let group = |cause: Cause, function: &str| {

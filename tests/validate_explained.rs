@@ -45,7 +45,13 @@ fn every_failure_of_debian_static_shells_is_explained_and_named() {
             let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
             for source in [SframeSource::Own, SframeSource::Generated] {
                 let what = format!("{program} on {arch}, {source:?} SFrame");
-                let plan = Plan { every: 397, unwinders: &[Method::Sframe, Method::Fp], source, one_run: true };
+                let plan = Plan {
+                    every: 397,
+                    unwinders: &[Method::Sframe, Method::Fp],
+                    source,
+                    one_run: true,
+                    kernel: &Default::default(),
+                };
                 let results =
                     validate_sframe(&elf, None, &args, plan, &mut |_| {}).unwrap_or_else(|e| panic!("{what}: {e}"));
                 let sframe = &results["sframe"];
@@ -100,7 +106,13 @@ fn signal_trampolines_are_named() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("guests/bin");
     for arch in ["aarch64", "s390x"] {
         let elf = root.join(arch).join("lab-v3");
-        let plan = Plan { every: 97, unwinders: &[Method::Sframe], source: SframeSource::Own, one_run: true };
+        let plan = Plan {
+            every: 97,
+            unwinders: &[Method::Sframe],
+            source: SframeSource::Own,
+            one_run: true,
+            kernel: &Default::default(),
+        };
         let results = validate_sframe(&elf, None, &["sigexit".into()], plan, &mut |_| {}).unwrap();
         let r = &results["sframe"];
         let vdso =

@@ -23,7 +23,13 @@ fn one_run_judges_each_unwinder_as_its_own_run_does() {
             for unwinders in [[Method::Sframe, Method::Fp], [Method::Fp, Method::Sframe]] {
                 let what = format!("{program} on {arch}, {unwinders:?}");
                 let run = |one: bool| {
-                    let plan = Plan { every: 397, unwinders: &unwinders, source: SframeSource::Own, one_run: one };
+                    let plan = Plan {
+                        every: 397,
+                        unwinders: &unwinders,
+                        source: SframeSource::Own,
+                        one_run: one,
+                        kernel: &Default::default(),
+                    };
                     let results =
                         validate_sframe(&elf, None, &args, plan, &mut |_| {}).unwrap_or_else(|e| panic!("{what}: {e}"));
                     serde_json::to_value(&results).expect("results serialise")

@@ -454,6 +454,9 @@ impl Kernel {
     /// invariant P1's violation (upstream computes `BIT(-1)` and deletes a
     /// list entry a second time); the model then leaves everything as it is.
     pub fn unwind_deferred_cancel(&mut self, work: WorkId) {
+        if !self.tracers.torn_down.contains(&work) {
+            self.tracers.torn_down.push(work);
+        }
         if self.backend.is_some() {
             // Upstream's code has no guard against a second cancel; what it
             // does then is the backend's to show.

@@ -10,7 +10,7 @@ use kmodel::types::ExitPath;
 
 use crate::report::{Report, RunError};
 use crate::runner::run;
-use crate::scenario::{Action, Guest, KernelConfig, Machine, Scenario, TimedEvent, Tracer};
+use crate::scenario::{Action, Guest, KernelChoice, KernelConfig, Machine, Scenario, TimedEvent, Tracer};
 use crate::symbolise::Names;
 
 fn scenario(arch: Arch, guests_dir: &Path, mode: &str, exit_path: ExitPath, events: Vec<TimedEvent>) -> Scenario {
@@ -51,6 +51,15 @@ fn frames(names: Names<'_>, ips: &[u64]) -> String {
 
 /// The narrated steps for `arch`; `guests_dir` holds `<arch>/lab-v3`.
 pub fn demo(arch: Arch, guests_dir: &Path) -> Result<Vec<String>, RunError> {
+    demo_on(arch, guests_dir, &KernelChoice::default())
+}
+
+/// [`demo`] with `choice` saying whose code runs `kernel/unwind/`.
+pub fn demo_on(arch: Arch, guests_dir: &Path, choice: &KernelChoice) -> Result<Vec<String>, RunError> {
+    let run = |mut s: Scenario| {
+        choice.apply(&mut s.kernel);
+        run(&s)
+    };
     let slow = TimedEvent {
         at: 0,
         action: Action::SlowSyscall {
@@ -61,7 +70,7 @@ pub fn demo(arch: Arch, guests_dir: &Path) -> Result<Vec<String>, RunError> {
         },
     };
     let migrate = TimedEvent { at: 0, action: Action::Migrate { task: "lab".into(), cpu: 1, thread: None } };
-    let main = run(&scenario(arch, guests_dir, "sleep", ExitPath::Upstream, vec![slow, migrate]))?;
+    let main = run(scenario(arch, guests_dir, "sleep", ExitPath::Upstream, vec![slow, migrate]))?;
     let exit_slow = TimedEvent {
         at: 0,
         action: Action::SlowSyscall {
@@ -71,8 +80,8 @@ pub fn demo(arch: Arch, guests_dir: &Path) -> Result<Vec<String>, RunError> {
             before_sleep: false,
         },
     };
-    let lost = run(&scenario(arch, guests_dir, "exit", ExitPath::None, vec![exit_slow.clone()]))?;
-    let kept = run(&scenario(arch, guests_dir, "exit", ExitPath::Upstream, vec![exit_slow]))?;
+    let lost = run(scenario(arch, guests_dir, "exit", ExitPath::None, vec![exit_slow.clone()]))?;
+    let kept = run(scenario(arch, guests_dir, "exit", ExitPath::Upstream, vec![exit_slow]))?;
     let mut steps = vec![format!(
         "unwindlab demo on {arch}: the guest `lab sleep` runs under the emulator on a 2-CPU kernel model; \
          perf samples it every 4,001 instructions and wants each sample's user stack."

@@ -296,6 +296,29 @@ fn is_upstream_request(r: &CancelledRequest) -> bool {
     *r == CancelledRequest::Upstream
 }
 
+/// A command's choice of whose code runs `kernel/unwind/` (`--kernel-impl`,
+/// `--kernel-tree`), applied to the scenarios it builds or loads.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KernelChoice {
+    /// The implementation, if chosen (else the scenario's).
+    pub implementation: Option<KernelImpl>,
+    /// The kernel tree (implies [`KernelImpl::KernelC`]).
+    pub tree: Option<std::path::PathBuf>,
+}
+
+impl KernelChoice {
+    /// Puts the choice into a scenario's kernel configuration.
+    pub fn apply(&self, kernel: &mut KernelConfig) {
+        if let Some(tree) = &self.tree {
+            kernel.kernel_tree = Some(tree.clone());
+            kernel.implementation = KernelImpl::KernelC;
+        }
+        if let Some(implementation) = self.implementation {
+            kernel.implementation = implementation;
+        }
+    }
+}
+
 /// Whose code runs `kernel/unwind/` in a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -114,7 +114,13 @@ pub fn validate(
     unwinders: &[Method],
     progress: &mut dyn FnMut(Progress),
 ) -> Result<BTreeMap<String, UnwinderResult>, RunError> {
-    validate_sframe(elf, root, args, Plan { every, unwinders, source: SframeSource::Own, one_run: true }, progress)
+    validate_sframe(
+        elf,
+        root,
+        args,
+        Plan { every, unwinders, source: SframeSource::Own, one_run: true, kernel: &Default::default() },
+        progress,
+    )
 }
 
 /// What to validate, and how ([`validate_sframe`]).
@@ -130,6 +136,8 @@ pub struct Plan<'u> {
     /// does), or each unwinder gets a run of its own: the reference the
     /// one run's results are tested against (they must be the same).
     pub one_run: bool,
+    /// Whose code runs `kernel/unwind/`.
+    pub kernel: &'u crate::scenario::KernelChoice,
 }
 
 /// [`validate`], judging the SFrame `plan.source` says, in one run or one
@@ -141,7 +149,7 @@ pub fn validate_sframe(
     plan: Plan<'_>,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<BTreeMap<String, UnwinderResult>, RunError> {
-    let Plan { every, unwinders, source, one_run } = plan;
+    let Plan { every, unwinders, source, one_run, kernel: choice } = plan;
     let name = elf.display().to_string();
     let bytes = std::fs::read(elf).map_err(|e| RunError::guest(&name, format!("{name}: {e}")))?;
     let image = emu::elf::Image::parse(&name, &bytes).map_err(|e| RunError::guest(&name, e))?;
@@ -161,39 +169,43 @@ pub fn validate_sframe(
         SframeSource::Generated => Some(GeneratedCopy::new(elf)?),
     };
     let elf = generated.as_ref().map_or(elf, |g| g.path.as_path());
-    let scenario = |unwinder: Method| Scenario {
-        name: format!("validate-{unwinder}"),
-        description: format!("{} sampled every {every} instructions", elf.display()),
-        machine: Machine { arch, cpus: 1 },
-        seed: 0,
-        guests: vec![Guest {
-            name: "guest".into(),
-            path: elf.to_path_buf(),
-            args: args.to_vec(),
-            stdin: String::new(),
-            cpu: 0,
-            sframe_patch: Vec::new(),
-            files: Default::default(),
-            cwd: None,
-            root: root.map(Path::to_path_buf),
-        }],
-        tracers: vec![Tracer::Perf {
-            name: "perf".into(),
-            period: every,
-            user_stack: kmodel::tracer::UserStackMode::Deferred,
-            task: None,
-        }],
-        // Judge one unwinder alone, whatever SFrame version the file has;
-        // for a dynamic program, every object it loads (its root's).
-        kernel: KernelConfig {
-            unwinders: vec![unwinder],
-            sframe: SframeMode::Lab,
-            registration,
-            ..KernelConfig::default()
-        },
-        events: Vec::new(),
-        stop_after: None,
-        expect: None,
+    let scenario = |unwinder: Method| {
+        let mut s = Scenario {
+            name: format!("validate-{unwinder}"),
+            description: format!("{} sampled every {every} instructions", elf.display()),
+            machine: Machine { arch, cpus: 1 },
+            seed: 0,
+            guests: vec![Guest {
+                name: "guest".into(),
+                path: elf.to_path_buf(),
+                args: args.to_vec(),
+                stdin: String::new(),
+                cpu: 0,
+                sframe_patch: Vec::new(),
+                files: Default::default(),
+                cwd: None,
+                root: root.map(Path::to_path_buf),
+            }],
+            tracers: vec![Tracer::Perf {
+                name: "perf".into(),
+                period: every,
+                user_stack: kmodel::tracer::UserStackMode::Deferred,
+                task: None,
+            }],
+            // Judge one unwinder alone, whatever SFrame version the file has;
+            // for a dynamic program, every object it loads (its root's).
+            kernel: KernelConfig {
+                unwinders: vec![unwinder],
+                sframe: SframeMode::Lab,
+                registration,
+                ..KernelConfig::default()
+            },
+            events: Vec::new(),
+            stop_after: None,
+            expect: None,
+        };
+        choice.apply(&mut s.kernel);
+        s
     };
     let mut out = BTreeMap::new();
     let Some((&first, rest)) = unwinders.split_first() else { return Ok(out) };

@@ -6,7 +6,7 @@ use std::path::Path;
 use kmodel::arch::Arch;
 use kmodel::unwind::Method;
 use lab::replay::{replay_file, Replay};
-use lab::scenario::KernelImpl;
+use lab::scenario::{KernelChoice, KernelImpl};
 use lab::validate::SframeSource;
 use lab::Scenario;
 
@@ -55,15 +55,9 @@ pub(crate) struct KernelArgs {
 }
 
 impl KernelArgs {
-    /// Puts the choice into a scenario.
-    pub(crate) fn apply(&self, scenario: &mut Scenario) {
-        if let Some(tree) = &self.kernel_tree {
-            scenario.kernel.kernel_tree = Some(tree.clone());
-            scenario.kernel.implementation = KernelImpl::KernelC;
-        }
-        if let Some(implementation) = self.kernel_impl {
-            scenario.kernel.implementation = implementation;
-        }
+    /// The choice, for the lab.
+    pub(crate) fn choice(&self) -> KernelChoice {
+        KernelChoice { implementation: self.kernel_impl, tree: self.kernel_tree.clone() }
     }
 }
 
@@ -128,7 +122,7 @@ pub(crate) fn run(args: &RunArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
-    args.kernel.apply(&mut scenario);
+    args.kernel.choice().apply(&mut scenario.kernel);
     let report = match with_progress(|p| lab::run_with_progress(&scenario, p)) {
         Ok(r) => r,
         Err(e) => {
@@ -236,6 +230,8 @@ pub(crate) struct ValidateArgs {
     /// and cause) to this file.
     #[arg(long, value_name = "FILE")]
     html: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    kernel: KernelArgs,
 }
 
 pub(crate) fn run_validate(args: &ValidateArgs) -> i32 {
@@ -247,9 +243,16 @@ pub(crate) fn run_validate(args: &ValidateArgs) -> i32 {
         Some(unwinder) => vec![unwinder],
         None => vec![Method::Sframe, Method::Fp],
     };
+    let choice = args.kernel.choice();
     let results = match with_progress(|p| {
         let (elf, root) = (Path::new(&args.elf), args.root.as_deref());
-        let plan = lab::validate::Plan { every: args.every, unwinders: &unwinders, source: args.sframe, one_run: true };
+        let plan = lab::validate::Plan {
+            every: args.every,
+            unwinders: &unwinders,
+            source: args.sframe,
+            one_run: true,
+            kernel: &choice,
+        };
         lab::validate::validate_sframe(elf, root, &args.args, plan, p)
     }) {
         Ok(r) => r,
@@ -281,12 +284,14 @@ pub(crate) struct DemoArgs {
     /// Wait for Enter between steps (only on a terminal).
     #[arg(long)]
     step: bool,
+    #[command(flatten)]
+    kernel: KernelArgs,
 }
 
 pub(crate) fn run_demo(args: &DemoArgs) -> i32 {
     use std::io::IsTerminal as _;
     let guests = Path::new(env!("CARGO_MANIFEST_DIR")).join("guests/bin");
-    let steps = match lab::demo::demo(args.arch, &guests) {
+    let steps = match lab::demo::demo_on(args.arch, &guests, &args.kernel.choice()) {
         Ok(steps) => steps,
         Err(e) => {
             eprintln!("unwindlab: demo: {e}");

@@ -40,7 +40,7 @@ impl Kernel {
         let Some(tid) = self.current(cpu) else { return };
         for f in 0..self.tracers.ftrace.len() {
             let work = self.tracers.ftrace[f].work;
-            let (ret, cookie) = self.unwind_deferred_request(cpu, work);
+            let (ret, cookie) = self.tracer_request(cpu, work);
             if ret >= 0 {
                 let time = self.time;
                 self.tracers.ftrace[f].buffers[cpu].push(FtraceEntry::Cookie { time, tid, cookie });
@@ -54,7 +54,7 @@ impl Kernel {
         for b in 0..self.tracers.bpf.len() {
             let work = self.tracers.bpf[b].work;
             self.tracers.bpf[b].requests += 1;
-            let _ = self.unwind_deferred_request(cpu, work);
+            let _ = self.tracer_request(cpu, work);
         }
     }
 

@@ -11,7 +11,7 @@ use super::types::{
 use crate::event::EventKind;
 use crate::kernel::{Kernel, TaskState};
 use crate::memory::{copy_user, Access, CopiedStack, MemError, UserMemory};
-use crate::types::{Cookie, Tid, WorkId};
+use crate::types::{Cookie, Tid, WorkId, EINVAL};
 use crate::unwind::{unwind_user, unwind_user_dry_run, Method};
 
 impl Kernel {
@@ -81,7 +81,7 @@ impl Kernel {
                 _ if !user => UserChain::None,
                 UserStackMode::Deferred => match self.tracers.perf_work {
                     Some(work) => {
-                        let (ret, cookie) = self.unwind_deferred_request(cpu, work);
+                        let (ret, cookie) = self.tracer_request(cpu, work);
                         if ret >= 0 {
                             UserChain::Deferred { cookie }
                         } else {
@@ -106,6 +106,17 @@ impl Kernel {
         }
         // The BPF programs attached to the event run in its overflow handler.
         self.bpf_on_nmi(cpu);
+    }
+
+    /// A tracer's `unwind_deferred_request()`: none once the tracer has
+    /// cancelled its work (what the request would have been refused with
+    /// if `work->bit` were signed, `-EINVAL`, and no event: nothing reached
+    /// the kernel).
+    pub(crate) fn tracer_request(&mut self, cpu: usize, work: WorkId) -> (i32, Cookie) {
+        if self.tracers.torn_down.contains(&work) {
+            return (EINVAL, Cookie::default());
+        }
+        self.unwind_deferred_request(cpu, work)
     }
 
     fn nmi_user_walk(&mut self, cpu: usize, tid: Tid, mem: &dyn UserMemory) -> UserChain {

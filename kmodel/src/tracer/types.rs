@@ -192,6 +192,12 @@ pub struct Tracers {
     /// perf's single global `perf_unwind_work`: registered at boot, or with
     /// its first deferred session (see [`crate::types::PerfRegistration`]).
     pub perf_work: Option<WorkId>,
+    /// Works their tracer has cancelled (`unwind_deferred_cancel()` is
+    /// the tracer's teardown): a correct tracer requests no more with them.
+    /// (A request that had read the bit before the cancel is another
+    /// matter: the interleaving tests place those.)
+    #[serde(skip)]
+    pub torn_down: Vec<WorkId>,
     /// The error of perf's `unwind_deferred_init()` (−EBUSY, only possible
     /// when it registers late): perf then has no work.
     pub perf_init_error: Option<i32>,
