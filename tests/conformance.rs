@@ -1,14 +1,22 @@
 //! Conformance against Debian's own programs: every command line of a
 //! table runs on amd64, arm64 and s390x under `unwindlab exec` and under the
-//! reference, and stdout, stderr and the exit status must be identical. Two
-//! tables, two tests, one runner:
+//! reference, and stdout, stderr and the exit status must be identical. Four
+//! tables, four tests, one runner:
 //!
 //! * [`LINES`] (issue 12), `debian_programs_behave_as_under_the_reference`:
 //!   Debian's statically linked busybox and bash;
 //! * [`DYNAMIC_LINES`] (issue 13), `debian_dynamic_programs_behave_as_under_the_reference`:
 //!   Debian's dynamically linked coreutils, sed, grep, gzip, bzip2, xz, tar,
 //!   mawk, dash and pigz with Debian's own `ld.so` and libraries (see
-//!   [`DYNAMIC`]); threaded lines (issue 14): xz -T, pigz, sort --parallel.
+//!   [`DYNAMIC`]); threaded lines (issue 14): xz -T, pigz, sort --parallel;
+//! * [`DEVFD_LINES`] (issue 27), `debian_shells_open_dev_fd_as_under_the_reference`:
+//!   what scripts do with `/dev/fd`, `/dev/std*` and `/proc/self/fd`
+//!   (process substitution, here-strings and here-documents read through
+//!   `/dev/stdin`, `exec 3<file` and `read -u 3`, `tee /dev/stderr`) with
+//!   Debian's static bash and busybox;
+//! * [`DEVFD_DYNAMIC_LINES`] (issue 27),
+//!   `debian_dynamic_programs_open_dev_fd_as_under_the_reference`: the same
+//!   with dash and GNU coreutils.
 //!
 //! The programs are Debian's builds of busybox-static and bash-static for
 //! each architecture, fetched by `scripts/fetch-debian-programs.sh` (`make
@@ -26,7 +34,8 @@
 //! `tests/conformance/tree` through `$FIX` and write only below cwd.
 //!
 //! Lines that fail today are listed in `tests/conformance/expected-failures.txt`
-//! (`expected-failures-dynamic.txt` for the dynamic table): they are reported, not failed,
+//! (`expected-failures-dynamic.txt` for the dynamic table, `-devfd.txt` and
+//! `-devfd-dynamic.txt` for the other two): they are reported, not failed,
 //! and a listed line that passes fails the test until it is struck from the
 //! list. Knobs, all environment variables:
 //!
@@ -35,14 +44,16 @@
 //! * `UNWINDLAB_CONFORMANCE_ARCH=arm64,s390x`  only those architectures
 //! * `UNWINDLAB_CONFORMANCE_STRICT=1`  ignore the expected-failures list (every diff shown)
 //! * `UNWINDLAB_CONFORMANCE_TIMEOUT=SECONDS`  per run (default 20)
-//! * `UNWINDLAB_CONFORMANCE_BUDGET=SECONDS`  for each table (default 240 static, 120 dynamic): past it,
+//! * `UNWINDLAB_CONFORMANCE_BUDGET=SECONDS`  for each table (default 240 static, 120 dynamic, 120 and 60
+//!   for the `/dev/fd` tables): past it,
 //!   each run gets at most a second, so hung lines cannot eat CI's time
 //! * `UNWINDLAB_CONFORMANCE_JOBS=N`  parallel runs (default: the number of CPUs)
 //! * `UNWINDLAB_CONFORMANCE_AUDIT=1`  also check each foreign line's choice of reference
 //! * `UNWINDLAB_DEBIAN_CACHE=DIR`  the cache (default `${XDG_CACHE_HOME:-~/.cache}/unwindlab/debian`)
 //!
 //! The whole report is also written to `target/tmp/conformance/report.txt`
-//! (`target/tmp/conformance-dynamic/report.txt`).
+//! (`target/tmp/conformance-dynamic/report.txt`, …: the table's scratch
+//! directory).
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
@@ -736,6 +747,223 @@ const DYNAMIC_LINES: &[Line] = &[
     ),
 ];
 
+/// Debian's bash and busybox opening `/dev/fd`, `/dev/std*` and
+/// `/proc/self/fd` (issue 27): the static programs of [`STATIC`].
+const DEVFD: Table = Table {
+    test: "debian_shells_open_dev_fd_as_under_the_reference",
+    lines: DEVFD_LINES,
+    dynamic: false,
+    xfail: "tests/conformance/expected-failures-devfd.txt",
+    scratch: "conformance-devfd",
+    budget: 120,
+    min_lines: 15,
+};
+
+/// dash and GNU coreutils opening `/dev/fd`, `/dev/std*` and
+/// `/proc/self/fd` (issue 27): the dynamic roots of [`DYNAMIC`].
+const DEVFD_DYNAMIC: Table = Table {
+    test: "debian_dynamic_programs_open_dev_fd_as_under_the_reference",
+    lines: DEVFD_DYNAMIC_LINES,
+    dynamic: true,
+    xfail: "tests/conformance/expected-failures-devfd-dynamic.txt",
+    scratch: "conformance-devfd-dynamic",
+    budget: 60,
+    min_lines: 8,
+};
+
+/// Every table, for the filters and the checks of names.
+const TABLES: [&Table; 4] = [&STATIC, &DYNAMIC, &DEVFD, &DEVFD_DYNAMIC];
+
+/// Every line of every table.
+fn all_lines() -> impl Iterator<Item = &'static Line> + Clone {
+    TABLES.into_iter().flat_map(|t| t.lines)
+}
+
+/// The command lines of `/dev/fd` with bash (and a line of ash): at least
+/// 15. The host's standard streams differ on the two sides: the reference
+/// gets files (opened again, a file restarts at offset 0, and `O_TRUNC`
+/// empties it), the emulator streams (`README.md`); so the lines open them
+/// only where both agree: stdin before anything read it, stderr before
+/// anything was written to it. Everything else goes through pipes and
+/// files the lines make themselves.
+const DEVFD_LINES: &[Line] = &[
+    // Process substitution: bash opens /dev/fd/63, the read end of a pipe.
+    bash("bash-procsubst-while", r#"while read -r l; do echo "got $l"; done < <(echo one; echo two)"#, Qemu, BUILTINS),
+    bash(
+        "bash-procsubst-mapfile",
+        r#"mapfile -t a < <(printf '%s\n' x y z); echo "${#a[@]} ${a[1]}""#,
+        Qemu,
+        BUILTINS,
+    ),
+    bash(
+        "bash-procsubst-exec-fd",
+        r#"exec 3< <(echo from3; echo more); read -r -u 3 a; read -r -u 3 b; exec 3<&-; echo "$a/$b""#,
+        Qemu,
+        BUILTINS,
+    ),
+    bash(
+        "bash-procsubst-output",
+        r#"echo data > >(read -r l; echo "sub $l" > o.txt); wait $!; read -r v < o.txt; echo "$v""#,
+        Qemu,
+        "bash builtins and forks only (the write end of a pipe, /dev/fd/63, opened to write)",
+    ),
+    bash("bash-procsubst-cat", "cat <(echo hi) <(echo there)", Amd64, "execs cat"),
+    bash(
+        "bash-procsubst-diff",
+        r#"diff <(printf '%s\n' a b c) <(printf '%s\n' a x c); echo "status $?""#,
+        Amd64,
+        "execs diff",
+    ),
+    // exec N< and read -u N.
+    bash(
+        "bash-exec-read-u",
+        r#"printf '%s\n' one two > f; exec 3< f; read -r -u 3 x; read -r -u 3 y; exec 3<&-; echo "$y $x""#,
+        Qemu,
+        BUILTINS,
+    ),
+    // /dev/stdin on a here-string (a pipe) and on a long here-document
+    // (past a pipe's capacity: an unlinked temporary file).
+    bash("bash-herestring-devstdin", r#"read -r v < /dev/stdin <<< "here string"; echo "[$v]""#, Qemu, BUILTINS),
+    bash(
+        "bash-pipe-reopened",
+        r#"{ read -r a; read -r b < /dev/stdin; echo "$a|$b"; } <<< $'one\ntwo'"#,
+        Qemu,
+        "bash builtins only (a pipe opened again goes on where it was)",
+    ),
+    bash(
+        "bash-heredoc-file-reopened",
+        "{ read -r a; read -r b < /dev/stdin; echo \"${#a} ${#b}\"; } <<EOF\n$(printf '%070000d' 0)\nsecond\nEOF",
+        Qemu,
+        "bash builtins only (an unlinked file opened again starts at 0)",
+    ),
+    bash("bash-cat-herestring", r#"cat /dev/stdin <<< x; cat /dev/stdin <<< "two words""#, Amd64, "execs cat"),
+    bash(
+        "bash-cat-heredoc-file",
+        "cat /dev/stdin <<EOF | wc -c\n$(printf '%070000d' 0)\nEOF",
+        Amd64,
+        "execs cat and wc (cat opens the shell's unlinked temporary file)",
+    ),
+    bash(
+        "bash-wc-devstdin",
+        "printf 'abc\\ndef\\n' | wc -c < /dev/stdin; wc -l < /dev/stdin <<EOF\n1\n2\n3\nEOF",
+        Amd64,
+        "execs wc and printf's pipe reader",
+    ),
+    // Files opened again: a new description at offset 0, O_TRUNC, O_APPEND.
+    bash(
+        "bash-devfd-trunc-offset",
+        r#"exec 4> out.txt; echo first >&4; echo second > /dev/fd/4; echo third >&4; exec 4>&-; while IFS= read -r l; do echo "[$l]"; done < out.txt"#,
+        Qemu,
+        "bash builtins only (fd 4 writes on at its own offset into the truncated file)",
+    ),
+    bash(
+        "bash-devfd-append",
+        r#"echo one > g.txt; exec 5< g.txt; echo two >> /dev/fd/5; exec 5<&-; while read -r l; do echo "<$l>"; done < g.txt"#,
+        Qemu,
+        "bash builtins only (a file open to read, opened again to append)",
+    ),
+    // /dev/stdout and /dev/stderr on pipes.
+    bash(
+        "bash-devstd-pipe",
+        r#"{ echo out > /dev/stdout; echo err > /dev/stderr; echo x > /dev/stderr 2>&1; } 2>&1 | while read -r l; do echo "<$l>"; done"#,
+        Qemu,
+        BUILTINS,
+    ),
+    bash(
+        "bash-tee-devstderr",
+        r#"{ echo teed | tee /dev/stderr | sed 's/^/out: /'; } 2>&1 | sort"#,
+        Amd64,
+        "execs tee, sed and sort",
+    ),
+    // The host's streams, where both sides agree.
+    with_stdin(
+        bash("bash-devstdin-host", r#"read -r a < /dev/stdin; echo "[$a]"; echo to-stderr > /dev/stderr"#, Qemu, BUILTINS),
+        "alpha\nbeta\n",
+    ),
+    // Names: readlink, stat, listings.
+    bash(
+        "bash-readlink-pipe",
+        r#"echo | readlink /proc/self/fd/0 | sed 's/[0-9][0-9]*/N/'; for f in /dev/stdin /dev/stdout /dev/stderr /dev/fd; do readlink "$f"; done"#,
+        Amd64,
+        "execs readlink and sed",
+    ),
+    bash(
+        "bash-readlink-file-fd",
+        r#"exec 3> w.txt; readlink /proc/self/fd/3 | sed "s|^$PWD/||"; readlink /dev/fd/3 < /dev/null | sed "s|^$PWD/||""#,
+        Amd64,
+        "execs readlink and sed",
+    ),
+    bash(
+        "bash-stat-devstdin",
+        r#"echo | stat -L -c %F /dev/stdin; stat -c '%F %s' /dev/stdin; echo x > f; stat -L -c '%F %s' /dev/stdin < f"#,
+        Amd64,
+        "execs stat",
+    ),
+    bash(
+        "bash-ls-devfd",
+        r#"ls /dev/fd/ 3< /dev/null 5> /dev/null | while read -r f; do if [ "$f" -le 5 ]; then echo "$f"; fi; done"#,
+        Amd64,
+        "execs ls (4 is its directory; descriptors past 5 that the test's parents leak to the reference are left out)",
+    ),
+    bash(
+        "bash-devfd-missing",
+        r#"read -r l < /dev/fd/9; echo "status $?"; echo x > /dev/fd/9; echo "status $?""#,
+        Qemu,
+        BUILTINS,
+    ),
+    sh(
+        "sh-devfd",
+        "exec 3> f3; echo via > /dev/fd/3; exec 3>&-; read -r v < f3; echo \"$v\"; read -r w < /dev/stdin <<EOF\nhere\nEOF\necho \"$w\"",
+        Qemu,
+        ASH_BUILTINS,
+    ),
+];
+
+/// The command lines of `/dev/fd` with dash and GNU coreutils: at least 8
+/// (the host's streams as in [`DEVFD_LINES`]).
+const DEVFD_DYNAMIC_LINES: &[Line] = &[
+    dash(
+        "dash-devfd-trunc-offset",
+        r#"exec 3> f; echo one >&3; echo second > /dev/fd/3; echo three >&3; exec 3>&-; while read -r l; do echo "[$l]"; done < f"#,
+        Qemu,
+        DASH_BUILTINS,
+    ),
+    dash(
+        "dash-devstdin-heredoc",
+        "read -r a < /dev/stdin <<EOF\nhere\nEOF\necho \"[$a]\"",
+        Qemu,
+        "dash builtins and forks only (dash writes a here-document into a pipe)",
+    ),
+    dash(
+        "dash-devstd-pipe",
+        r#"{ echo out > /dev/stdout; echo err > /dev/stderr; } 2>&1 | while read -r l; do echo "<$l>"; done"#,
+        Qemu,
+        DASH_BUILTINS,
+    ),
+    with_stdin(program("cat-devstdin", "cat", &["/dev/stdin"], ONE_PROGRAM), "from stdin\nsecond line\n"),
+    with_stdin(program("tee-devstderr", "tee", &["/dev/stderr"], ONE_PROGRAM), "teed\n"),
+    with_stdin(program("wc-devstdin", "wc", &["-c", "/dev/stdin"], ONE_PROGRAM), "12345\n"),
+    dash(
+        "dash-readlink-devfd",
+        r#"echo | readlink /dev/fd/0 | sed 's/[0-9][0-9]*/N/'; readlink -f /dev/stdin < /dev/null; readlink /dev/stdout"#,
+        Amd64,
+        "execs readlink and sed",
+    ),
+    dash("dash-cat-devfd", "printf 'one\\n' | cat /dev/fd/0 -; echo two | cat - /dev/stdin", Amd64, "execs cat"),
+    dash(
+        "dash-stat-devstd",
+        r#"echo x | stat -L -c %F /dev/stdin; stat -c '%F %N' /dev/stdout; stat -L -c %F /dev/fd/3 3< "$FIX/poem.txt""#,
+        Amd64,
+        "execs stat",
+    ),
+    dash(
+        "dash-tee-devfd",
+        r#"echo both | tee /dev/fd/2 2>&1 > /dev/null | sed 's/^/err: /'"#,
+        Amd64,
+        "execs tee and sed",
+    ),
+];
+
 /// Where the fetched programs live: one root per architecture.
 struct Cache {
     dir: PathBuf,
@@ -1185,9 +1413,9 @@ fn expected_failures(path: &Path) -> BTreeSet<(String, String)> {
 }
 
 /// A line filter's item selects the line of that name, or, when no line
-/// (of either table) has that name, every line whose name contains it.
+/// (of any table) has that name, every line whose name contains it.
 fn name_matches(name: &str, item: &str) -> bool {
-    name == item || (!LINES.iter().chain(DYNAMIC_LINES).any(|l| l.name == item) && name.contains(item))
+    name == item || (!all_lines().any(|l| l.name == item) && name.contains(item))
 }
 
 fn env_list(name: &str) -> Option<Vec<String>> {
@@ -1207,7 +1435,7 @@ fn which(program: &str) -> Option<PathBuf> {
 
 #[test]
 fn table_is_well_formed() {
-    for table in [&STATIC, &DYNAMIC] {
+    for table in TABLES {
         let n = table.lines.len();
         assert!(
             n >= table.min_lines,
@@ -1219,12 +1447,12 @@ fn table_is_well_formed() {
             assert!(!line.why.is_empty(), "{}: say why this reference", line.name);
             assert!(line.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'), "{}: name", line.name);
             let dynamic = matches!(line.run, Invocation::Program(..) | Invocation::Dash(_));
-            assert_eq!(dynamic, table.dynamic, "{}: a program of the other table", line.name);
+            assert_eq!(dynamic, table.dynamic, "{}: a program of the other kind of table", line.name);
         }
     }
-    // Unique across both tables, so a name means one line to the filters.
-    let names: BTreeSet<&str> = LINES.iter().chain(DYNAMIC_LINES).map(|l| l.name).collect();
-    assert_eq!(names.len(), LINES.len() + DYNAMIC_LINES.len(), "two lines share a name");
+    // Unique across the tables, so a name means one line to the filters.
+    let names: BTreeSet<&str> = all_lines().map(|l| l.name).collect();
+    assert_eq!(names.len(), all_lines().count(), "two lines share a name");
 }
 
 #[test]
@@ -1237,7 +1465,17 @@ fn debian_dynamic_programs_behave_as_under_the_reference() {
     run_table(&DYNAMIC);
 }
 
-/// The two tables' tests share the machine's CPUs: one runs at a time.
+#[test]
+fn debian_shells_open_dev_fd_as_under_the_reference() {
+    run_table(&DEVFD);
+}
+
+#[test]
+fn debian_dynamic_programs_open_dev_fd_as_under_the_reference() {
+    run_table(&DEVFD_DYNAMIC);
+}
+
+/// The tables' tests share the machine's CPUs: one runs at a time.
 static ONE_TABLE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// Whether the host's `libc.so.6` is the dynamic amd64 root's, for the
@@ -1256,10 +1494,9 @@ fn run_table(table: &'static Table) {
     let line_filter = env_list("UNWINDLAB_CONFORMANCE_LINE");
     let arch_filter = env_list("UNWINDLAB_CONFORMANCE_ARCH");
     if let Some(f) = &line_filter {
-        let all = LINES.iter().chain(DYNAMIC_LINES);
         assert!(
-            all.clone().any(|l| f.iter().any(|x| name_matches(l.name, x))),
-            "UNWINDLAB_CONFORMANCE_LINE matches no line of either table"
+            all_lines().any(|l| f.iter().any(|x| name_matches(l.name, x))),
+            "UNWINDLAB_CONFORMANCE_LINE matches no line of any table"
         );
         if !table.lines.iter().any(|l| f.iter().any(|x| name_matches(l.name, x))) {
             println!("conformance: UNWINDLAB_CONFORMANCE_LINE matches no line of this table ({}): skipped", table.test);

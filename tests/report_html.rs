@@ -35,7 +35,7 @@ fn migration_report_renders_in_headless_chromium() {
     let report = lab::run(&Scenario::load(&file).unwrap()).unwrap();
     let html = lab::html::report(&report);
     assert!(!html.contains("<script") && !html.contains("src=\"http") && !html.contains("<link"), "self-contained");
-    let registration = "exec; .sframe sections: 1 registered, 0 refused, 1 removed";
+    let registration = "exec; SFrame sections: 1 registered, 0 refused, 1 removed (frames below";
     for needle in ["CPU 0", "CPU 1", "record on CPU 1", "do_sleep", "Flame graph", "exact", registration] {
         assert!(html.contains(needle), "report lacks {needle:?}");
     }

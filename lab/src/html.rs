@@ -88,8 +88,10 @@ fn registration(r: &Report) -> String {
             _ => {}
         }
     }
+    // "SFrame sections", not ".sframe sections": after the separator, the
+    // section name's dot read as a stray comma ("exec; ,sframe").
     format!(
-        "{}; .sframe sections: {added} registered, {refused} refused, {removed} removed (frames below are named \
+        "{}; SFrame sections: {added} registered, {refused} refused, {removed} removed (frames below are named \
          object!function+offset: the object each came from)",
         r.scenario.kernel.registration
     )

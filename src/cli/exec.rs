@@ -19,6 +19,11 @@ pub(crate) struct ExecArgs {
     /// cross sysroot for AArch64 and s390x programs, none for x86-64).
     #[arg(long, value_name = "DIR")]
     prefix: Option<std::path::PathBuf>,
+    /// The program's working directory, an absolute path as the program
+    /// sees it (inside the root). Default: the host's working directory as
+    /// seen inside the root, or / when it lies outside the root.
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<OsString>,
     /// An ELF executable for x86-64, AArch64 or s390x: static, static-PIE, or
     /// dynamically linked (its interpreter and libraries come from the
     /// prefix, then the root).
@@ -40,6 +45,18 @@ pub(crate) fn run(args: ExecArgs) -> i32 {
     // a program that re-executes itself does, finds nothing).
     if let Some(inside) = config.exe_path.as_deref().and_then(|exe| inside_root(exe, &args.root)) {
         config.exe_path = Some(inside);
+    }
+    match working_directory(&args) {
+        Ok((cwd, note)) => {
+            if let Some(note) = note {
+                eprintln!("unwindlab: note: {note}");
+            }
+            config.cwd = Some(cwd);
+        }
+        Err(e) => {
+            eprintln!("unwindlab: {e}");
+            return EXIT_USAGE;
+        }
     }
     config.root = Some(args.root);
     config.prefix = args.prefix;
@@ -63,6 +80,42 @@ pub(crate) fn run(args: ExecArgs) -> i32 {
             EXIT_USAGE
         }
     }
+}
+
+/// The guest's working directory, and a note for stderr when the rule
+/// chose `/` because the host's working directory is outside the root:
+/// `--cwd` (which must be an absolute path naming a directory of the root
+/// or the prefix); else the host's working directory inside the root, as
+/// `chroot ROOT` leaves a process that was in it (with the default root
+/// `/`, the host's path unchanged); else `/`. The note matters because
+/// relative arguments then name other files than the user sees beside them.
+fn working_directory(args: &ExecArgs) -> Result<(Vec<u8>, Option<String>), String> {
+    use std::os::unix::ffi::OsStrExt as _;
+    if !args.root.is_dir() {
+        return Err(format!("--root {}: no such directory", args.root.display()));
+    }
+    if let Some(dir) = &args.cwd {
+        let shown = std::path::Path::new(dir).display();
+        let Ok(rel) = std::path::Path::new(dir).strip_prefix("/") else {
+            return Err(format!("--cwd {shown}: give an absolute path, as the program sees it (inside the root)"));
+        };
+        if !std::iter::once(&args.root).chain(&args.prefix).any(|base| base.join(rel).is_dir()) {
+            return Err(format!("--cwd {shown}: no such directory in the root ({})", args.root.display()));
+        }
+        return Ok((dir.as_bytes().to_vec(), None));
+    }
+    let host = std::env::current_dir().ok();
+    if let Some(inside) = host.as_ref().and_then(|d| inside_root(d.as_os_str().as_bytes(), &args.root)) {
+        return Ok((inside, None));
+    }
+    let host = host.map_or_else(|| "unknown".to_string(), |d| d.display().to_string());
+    Ok((
+        b"/".to_vec(),
+        Some(format!(
+            "the working directory {host} is outside the root {}: the program starts in / (--cwd DIR chooses another)",
+            args.root.display()
+        )),
+    ))
 }
 
 /// `exe`, a canonical host path, as the guest sees it when `root` is its

@@ -25,8 +25,18 @@ enum Command {
     /// Read, check and query SFrame (.sframe) sections.
     #[command(subcommand)]
     Sframe(sframe::SframeCommand),
-    /// Run a static x86-64, AArch64 or s390x program under the emulator
-    /// (options go before ELF); exits with the program's status.
+    /// Run an x86-64, AArch64 or s390x Linux program, static or dynamic,
+    /// under the emulator (options go before ELF); exits with the program's
+    /// status.
+    ///
+    /// The program sees the host directory --root (default /) as /,
+    /// read-only: its writes stay in memory. Its working directory is --cwd
+    /// if given; else the host's working directory as the program sees it
+    /// inside the root (with --root R, host directory R/a/b is /a/b, as
+    /// `chroot R` after `cd` would leave it; with the default root, the same
+    /// path); else, when the host's working directory is outside the root,
+    /// /, and a note on stderr says so. Relative paths among the program's
+    /// arguments are taken from that directory.
     Exec(exec::ExecArgs),
     /// Run a scenario: guests under the emulator, the kernel model, verdicts.
     Run(run::RunArgs),

@@ -207,7 +207,9 @@ pub(crate) struct ValidateArgs {
     args: Vec<String>,
     /// The host directory the program sees as `/` (read-only), holding a
     /// dynamic program's interpreter and libraries, e.g. a lab root made by
-    /// `unwindlab sysroot` (default: no host files).
+    /// `unwindlab sysroot` (default: no host files). The program starts in
+    /// its `/`, as a scenario's guest does, whatever the host's working
+    /// directory: relative arguments name files there.
     #[arg(long, value_name = "DIR")]
     root: Option<std::path::PathBuf>,
     /// Sample every N guest instructions.

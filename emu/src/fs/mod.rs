@@ -12,6 +12,10 @@
 //! Open files are `OpenFile` descriptions shared by descriptors through
 //! an `Rc` (see `FdTable`), so `dup`, `fork` and the two ends of a pipe
 //! share one position and one set of status flags as on Linux.
+//! Opening a link of `/proc/PID/fd` (or `/dev/stdin`, `/dev/fd/N`, which
+//! lead there) opens the open file again, as Linux does: a new end of the
+//! same pipe, a new description of the same overlay file (`path.rs` finds
+//! it, `OpenFile::reopen` and the open call make the description).
 
 mod fdtable;
 mod overlay;
@@ -25,9 +29,9 @@ mod vfs;
 
 pub(crate) use fdtable::{Desc, FdTable, FileKind, OpenFile};
 pub(crate) use name::parent;
-pub(crate) use overlay::{file_stat as overlay_stat, Meta, Node, OverlayFile};
+pub(crate) use overlay::{Meta, Node, OverlayFile};
 pub(crate) use path::Resolved;
-pub(crate) use pipe::{PipeEnd, PipeRead, PipeWrite};
+pub(crate) use pipe::{pipe_name, PipeEnd, PipeRead, PipeWrite};
 pub(crate) use types::*;
 pub use vfs::{default_prefix, fnv1a};
 pub(crate) use vfs::{Entry, Source, Vfs};

@@ -3,11 +3,16 @@
 //! walked, symbolic links are followed (host and overlay ones alike, with
 //! absolute targets inside the guest's root) up to a limit, and the errors
 //! are Linux's.
+//!
+//! The links of `/proc/PID/fd` are the kernel's "magic" links: followed,
+//! they lead to the open file itself, not to the name they read as, so that
+//! `/dev/stdin` opens the pipe a shell connected, and `/dev/fd/3` a file
+//! since unlinked (see [`OpenFile::by_identity`](super::OpenFile::by_identity)).
 
 use super::fdtable::FdTable;
 use super::name::{join, split};
-use super::types::Kind;
-use super::vfs::{Entry, Vfs};
+use super::types::{Kind, Synth};
+use super::vfs::{Entry, Source, Vfs};
 use crate::syscall::errno::{ELOOP, ENAMETOOLONG, ENOENT, ENOTDIR};
 use std::collections::VecDeque;
 
@@ -16,10 +21,26 @@ const MAX_SYMLINKS: u32 = 40;
 /// Longest file name (`NAME_MAX`).
 const NAME_MAX: usize = 255;
 
+/// What a followed link of `/proc/PID/fd` leads to when its descriptor's
+/// file is known by identity: that file, with the name it was opened by
+/// (which a new description keeps, as Linux's keeps the dentry). Other
+/// descriptors' links are followed by their names, as any link.
+fn magic(entry: &Entry, fds: &FdTable) -> Option<(Vec<u8>, Entry)> {
+    let Source::Synth(Synth::FdLink(n)) = entry.source else { return None };
+    let file = fds.get(n)?.file.clone();
+    let (kind, path) = {
+        let f = file.borrow();
+        (f.by_identity()?, f.path.clone())
+    };
+    Some((path, Entry { kind, source: Source::Open(file) }))
+}
+
 /// The outcome of a lookup that found the parent directory.
 #[derive(Debug, Clone)]
 pub(crate) struct Resolved {
-    /// The absolute, normalised path of the last component.
+    /// The absolute, normalised path of the last component (for a link of
+    /// `/proc/PID/fd` that led to an open file: the name that file was
+    /// opened by, which may be `pipe:[N]`).
     pub(crate) path: Vec<u8>,
     /// What is there (`None`: nothing, but the parent is a directory).
     pub(crate) entry: Option<Entry>,
@@ -62,6 +83,13 @@ impl Vfs {
                     links += 1;
                     if links > MAX_SYMLINKS {
                         return Err(ELOOP);
+                    }
+                    if let Some((path, open)) = magic(&entry, fds) {
+                        // Not a directory: nothing can come after it.
+                        if !last || trailing_slash {
+                            return Err(ENOTDIR);
+                        }
+                        return Ok(Resolved { path, entry: Some(open), trailing_slash });
                     }
                     if target.is_empty() {
                         return Err(ENOENT);

@@ -4,8 +4,14 @@
 //! `FileKind::Pipe`); the pipe counts the ends still open, as the kernel's
 //! `pipe_inode_info` counts readers and writers, so a reader sees end of
 //! file once every write end is closed (in every process) and a writer gets
-//! `EPIPE` and `SIGPIPE` once every read end is.
+//! `EPIPE` and `SIGPIPE` once every read end is. `pipe2` makes a read end
+//! and a write end; opening the pipe again through `/proc/self/fd/N` makes
+//! a new end of the mode asked for, both sides at once for `O_RDWR`, as the
+//! kernel's `fifo_open` does for a pipe's inode.
 
+use super::types::{Stat, S_IFIFO};
+use crate::process::{GID, REALTIME_EPOCH_NS, UID};
+use crate::syscall::abi::{POLLERR, POLLHUP, POLLIN, POLLOUT, POLLRDNORM, POLLWRNORM};
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;
@@ -28,12 +34,15 @@ pub(crate) struct Pipe {
     pub(crate) ino: u64,
 }
 
-/// One end of a pipe, as an open-file description holds it. Cloning it
+/// One end of a pipe, as an open-file description holds it: a reader, a
+/// writer, or both (opened `O_RDWR` through `/proc/self/fd/N`). Cloning it
 /// opens the end once more; dropping it closes it.
 #[derive(Debug)]
 pub(crate) struct PipeEnd {
     pub(crate) pipe: Rc<RefCell<Pipe>>,
-    /// The write end (else the read end).
+    /// It counts as a reader.
+    pub(crate) read: bool,
+    /// It counts as a writer.
     pub(crate) write: bool,
 }
 
@@ -41,57 +50,76 @@ impl PipeEnd {
     /// A new pipe with inode number `ino`: its read end and its write end.
     pub(crate) fn pair(ino: u64) -> (PipeEnd, PipeEnd) {
         let pipe = Rc::new(RefCell::new(Pipe { ino, ..Pipe::default() }));
-        let read = PipeEnd::open(&pipe, false);
-        let write = PipeEnd::open(&pipe, true);
+        let read = PipeEnd::open(&pipe, true, false);
+        let write = PipeEnd::open(&pipe, false, true);
         (read, write)
     }
 
-    fn open(pipe: &Rc<RefCell<Pipe>>, write: bool) -> PipeEnd {
+    /// A new end of `pipe` that reads and/or writes.
+    pub(crate) fn open(pipe: &Rc<RefCell<Pipe>>, read: bool, write: bool) -> PipeEnd {
         let mut p = pipe.borrow_mut();
-        if write {
-            p.writers += 1;
-        } else {
-            p.readers += 1;
-        }
-        PipeEnd { pipe: pipe.clone(), write }
+        p.readers += u32::from(read);
+        p.writers += u32::from(write);
+        PipeEnd { pipe: pipe.clone(), read, write }
     }
 
-    /// Whether a read would return now (data, or end of file), a write
-    /// would make progress now (room, or no reader: `EPIPE`).
-    pub(crate) fn ready(&self) -> bool {
+    /// What `poll` reports for this end, as the kernel's `pipe_poll`: for
+    /// a reader, `POLLIN` with data and `POLLHUP` once no writer is left;
+    /// for a writer, `POLLOUT` with room, or `POLLERR` once no reader is
+    /// left (a write would not block: `EPIPE`).
+    pub(crate) fn events(&self) -> u64 {
         let p = self.pipe.borrow();
-        if self.write {
-            p.readers == 0 || p.data.len() < PIPE_CAPACITY
-        } else {
-            !p.data.is_empty() || p.writers == 0
+        let mut events = 0;
+        if self.read {
+            if !p.data.is_empty() {
+                events |= POLLIN | POLLRDNORM;
+            }
+            if p.writers == 0 {
+                events |= POLLHUP;
+            }
         }
-    }
-
-    /// The other end is closed everywhere (`POLLHUP` for a reader, `POLLERR` for a writer).
-    pub(crate) fn hung_up(&self) -> bool {
-        let p = self.pipe.borrow();
         if self.write {
-            p.readers == 0
-        } else {
-            p.writers == 0
+            if p.readers == 0 {
+                events |= POLLERR;
+            } else if p.data.len() < PIPE_CAPACITY {
+                events |= POLLOUT | POLLWRNORM;
+            }
         }
+        events
     }
 }
 
 impl Clone for PipeEnd {
     fn clone(&self) -> Self {
-        PipeEnd::open(&self.pipe, self.write)
+        PipeEnd::open(&self.pipe, self.read, self.write)
     }
 }
 
 impl Drop for PipeEnd {
     fn drop(&mut self) {
         let mut p = self.pipe.borrow_mut();
-        if self.write {
-            p.writers -= 1;
-        } else {
-            p.readers -= 1;
-        }
+        p.readers -= u32::from(self.read);
+        p.writers -= u32::from(self.write);
+    }
+}
+
+/// What `/proc/self/fd/N` reads for a pipe with inode `ino`, as on Linux.
+pub(crate) fn pipe_name(ino: u64) -> Vec<u8> {
+    format!("pipe:[{ino}]").into_bytes()
+}
+
+/// The status of a pipe with inode `ino` (the guest's standard streams are pipes too).
+pub(crate) fn fifo_stat(ino: u64) -> Stat {
+    Stat {
+        dev: 0x0e,
+        ino,
+        mode: S_IFIFO | 0o600,
+        nlink: 1,
+        uid: UID,
+        gid: GID,
+        blksize: 4096,
+        mtime_ns: REALTIME_EPOCH_NS,
+        ..Stat::default()
     }
 }
 
@@ -158,7 +186,23 @@ mod tests {
         assert_eq!(r.pipe.borrow_mut().read(9), PipeRead::Empty);
         drop(w2);
         assert_eq!(r.pipe.borrow_mut().read(9), PipeRead::Data(Vec::new()));
-        assert!(r.hung_up() && r.ready());
+        assert_eq!(r.events(), POLLHUP);
+    }
+
+    #[test]
+    fn an_end_opened_again_counts_as_what_it_was_opened_for() {
+        let (r, w) = PipeEnd::pair(3);
+        let both = PipeEnd::open(&r.pipe, true, true);
+        assert_eq!((r.pipe.borrow().readers, r.pipe.borrow().writers), (2, 2));
+        drop(w);
+        // The end opened for both keeps the pipe open either way.
+        assert_eq!(r.events(), 0);
+        assert_eq!(both.events(), POLLOUT | POLLWRNORM);
+        assert_eq!(both.pipe.borrow_mut().write(b"x"), PipeWrite::Wrote(1));
+        assert_eq!(both.events(), POLLIN | POLLRDNORM | POLLOUT | POLLWRNORM);
+        drop(both);
+        assert_eq!(r.events(), POLLIN | POLLRDNORM | POLLHUP);
+        assert_eq!((r.pipe.borrow().readers, r.pipe.borrow().writers), (1, 0));
     }
 
     #[test]
@@ -172,6 +216,6 @@ mod tests {
         drop(p);
         drop(r);
         assert_eq!(w.pipe.borrow_mut().write(b"x"), PipeWrite::Broken);
-        assert!(w.hung_up() && w.ready());
+        assert_eq!(w.events(), POLLERR);
     }
 }

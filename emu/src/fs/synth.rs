@@ -1,14 +1,24 @@
-//! Synthetic `/dev` and `/proc`: the devices a C library and shell expect,
-//! and the one process's `/proc/PID/{exe,maps,fd/}`. Never the host's, so
-//! no run depends on the machine's devices or processes.
+//! Synthetic `/dev` and `/proc`: the devices a C library and shell expect
+//! (and `/dev/fd`, `/dev/stdin`, `/dev/stdout`, `/dev/stderr`, links into
+//! `/proc/self/fd` as udev makes them), and the one process's
+//! `/proc/PID/{exe,maps,fd/}`. Never the host's, so no run depends on the
+//! machine's devices or processes.
 
 use super::fdtable::FdTable;
 use super::types::{dtype, DirEntry, Kind, Stat, Synth, OVERLAY_DEV, S_IFCHR, S_IFDIR, S_IFLNK, S_IFREG};
 use crate::process::{GID, UID};
 
 /// Names of `/dev`, sorted, with their synthetic files.
-const DEV: &[(&str, Synth)] =
-    &[("null", Synth::Null), ("random", Synth::Random), ("urandom", Synth::Random), ("zero", Synth::Zero)];
+const DEV: &[(&str, Synth)] = &[
+    ("fd", Synth::DevFd),
+    ("null", Synth::Null),
+    ("random", Synth::Random),
+    ("stderr", Synth::StdLink(2)),
+    ("stdin", Synth::StdLink(0)),
+    ("stdout", Synth::StdLink(1)),
+    ("urandom", Synth::Random),
+    ("zero", Synth::Zero),
+];
 
 impl Synth {
     /// Type and permission bits, and device number.
@@ -18,8 +28,17 @@ impl Synth {
             Synth::Null => (S_IFCHR | 0o666, 0x103),
             Synth::Zero => (S_IFCHR | 0o666, 0x105),
             Synth::Random => (S_IFCHR | 0o666, 0x109),
-            Synth::SelfLink | Synth::Exe | Synth::FdLink(_) => (S_IFLNK | 0o777, 0),
+            Synth::SelfLink | Synth::Exe | Synth::FdLink(_) | Synth::DevFd | Synth::StdLink(_) => (S_IFLNK | 0o777, 0),
             Synth::Maps => (S_IFREG | 0o444, 0),
+        }
+    }
+
+    /// The target of a fixed link of `/dev`.
+    fn dev_link(self) -> Option<Vec<u8>> {
+        match self {
+            Synth::DevFd => Some(b"/proc/self/fd".to_vec()),
+            Synth::StdLink(n) => Some(format!("/proc/self/fd/{n}").into_bytes()),
+            _ => None,
         }
     }
 
@@ -32,7 +51,7 @@ impl Synth {
         };
         let size = match self {
             Synth::Exe => exe.len() as u64,
-            _ => 0,
+            _ => self.dev_link().map_or(0, |target| target.len() as u64),
         };
         let nlink = if mode & S_IFDIR == S_IFDIR { 2 } else { 1 };
         Stat {
@@ -63,6 +82,8 @@ impl Synth {
             Synth::Maps => 8,
             Synth::FdDir => 9,
             Synth::FdLink(_) => 10,
+            Synth::DevFd => 11,
+            Synth::StdLink(n) => 12 + n,
         }
     }
 }
@@ -75,7 +96,10 @@ pub(crate) fn lookup(abs: &[u8], exe: &[u8], pid: u64, fds: &FdTable) -> Option<
     let rest = if abs == b"/dev" {
         return dir(Synth::DevDir);
     } else if let Some(name) = abs.strip_prefix(b"/dev/") {
-        return Some(DEV.iter().find(|(n, _)| n.as_bytes() == name).map(|&(_, s)| (Kind::Other, s)));
+        return Some(DEV.iter().find(|(n, _)| n.as_bytes() == name).map(|&(_, s)| match s.dev_link() {
+            Some(target) => (Kind::Symlink(target), s),
+            None => (Kind::Other, s),
+        }));
     } else if abs == b"/proc" {
         return dir(Synth::ProcDir);
     } else if abs == b"/proc/self" {

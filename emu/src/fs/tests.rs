@@ -132,3 +132,38 @@ fn fnv1a_is_the_standard_one() {
     assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
     assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
 }
+
+#[test]
+fn a_descriptor_link_leads_to_the_open_file() {
+    let mut fs = overlay_only();
+    let mut fds = FdTable::stdio();
+    let (read, _write) = PipeEnd::pair(7);
+    fds.insert(3, Desc { file: OpenFile::new(FileKind::Pipe(read), 0, pipe_name(7)), cloexec: false });
+    let Some(Node::File(file)) = fs.nodes.get(&b"/a/b.txt"[..]).cloned() else { panic!("no overlay file") };
+    fds.insert(4, Desc { file: OpenFile::new(FileKind::Overlay(file), 0, b"/a/b.txt".to_vec()), cloexec: false });
+    // Unlinked: its name leads nowhere, its descriptor's link still to it.
+    fs.nodes.remove(&b"/a/b.txt"[..]);
+    let opened = |fs: &Vfs, path: &[u8]| {
+        let r = fs.resolve(b"/", path, true, &fds)?;
+        Ok::<_, i64>(match r.entry {
+            Some(Entry { kind, source: Source::Open(_) }) => (r.path, kind),
+            other => panic!("{}: not an open file: {other:?}", String::from_utf8_lossy(path)),
+        })
+    };
+    assert_eq!(opened(&fs, b"/dev/fd/3"), Ok((b"pipe:[7]".to_vec(), Kind::Other)));
+    assert_eq!(opened(&fs, b"/dev/stdin"), Ok((b"pipe:[1]".to_vec(), Kind::Other)));
+    assert_eq!(opened(&fs, b"/proc/self/fd/4"), Ok((b"/a/b.txt".to_vec(), Kind::File)));
+    // Not followed, it is a link that reads as the name.
+    let link = fs.resolve(b"/", b"/dev/fd/4", false, &fds).unwrap().entry.map(|e| e.kind);
+    assert_eq!(link, Some(Kind::Symlink(b"/a/b.txt".to_vec())));
+    assert_eq!(fs.resolve(b"/", b"/dev/fd/3/x", true, &fds).map(|_| ()), Err(ENOTDIR));
+    // A closed descriptor has no link (opening it is ENOENT).
+    assert!(fs.resolve(b"/", b"/dev/fd/9", true, &fds).unwrap().entry.is_none());
+    // A file known by its name (a directory here) is reached through it.
+    let dir = fs.resolve(b"/", b"/a", true, &fds).unwrap().entry.unwrap();
+    let stat = fs.stat(b"/a", &dir);
+    fds.insert(5, Desc { file: OpenFile::new(FileKind::Dir(stat), 0, b"/a".to_vec()), cloexec: false });
+    fs.add_file(b"/a/c.txt", b"c", 0o644, 0);
+    let r = fs.resolve(b"/", b"/proc/self/fd/5/c.txt", true, &fds).unwrap();
+    assert_eq!((r.path, r.entry.map(|e| e.kind)), (b"/a/c.txt".to_vec(), Some(Kind::File)));
+}

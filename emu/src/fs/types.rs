@@ -75,6 +75,10 @@ pub(crate) enum Synth {
     Zero,
     /// `/dev/urandom` and `/dev/random`: the emulator's seeded stream.
     Random,
+    /// `/dev/fd`, a link to `/proc/self/fd`.
+    DevFd,
+    /// `/dev/stdin`, `/dev/stdout`, `/dev/stderr`: links to `/proc/self/fd/N`.
+    StdLink(u64),
     /// `/proc`.
     ProcDir,
     /// `/proc/self`, a link to `PID`.
@@ -87,6 +91,7 @@ pub(crate) enum Synth {
     Maps,
     /// `/proc/PID/fd`.
     FdDir,
-    /// `/proc/PID/fd/N`.
+    /// `/proc/PID/fd/N`: a link that reads as the name of what descriptor
+    /// N is open on, and leads to the open file itself (see `path.rs`).
     FdLink(u64),
 }

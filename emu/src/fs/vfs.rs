@@ -9,7 +9,7 @@ use std::os::unix::fs::MetadataExt as _;
 use std::path::PathBuf;
 use std::rc::Rc;
 
-use super::fdtable::FdTable;
+use super::fdtable::{FdTable, OpenFile};
 use super::name::normalize;
 use super::overlay::{Meta, Node, OverlayFile};
 use super::synth;
@@ -26,6 +26,10 @@ pub(crate) enum Source {
     Host(PathBuf, Box<std::fs::Metadata>),
     /// A synthetic `/dev` or `/proc` entry.
     Synth(Synth),
+    /// The file an open description is open on, known by what it is (a
+    /// pipe, a standard stream, an overlay file): where a link of
+    /// `/proc/PID/fd` leads (see [`OpenFile::by_identity`]).
+    Open(Rc<RefCell<OpenFile>>),
 }
 
 /// A file found by [`Vfs::lookup`].
@@ -225,6 +229,7 @@ impl Vfs {
                 mtime_ns: (m.mtime().max(0) as u64).saturating_mul(1_000_000_000) + m.mtime_nsec().max(0) as u64,
             },
             Source::Synth(s) => s.stat(&self.exe),
+            Source::Open(file) => file.borrow().stat(&self.exe),
             Source::Overlay => match self.nodes.get(abs) {
                 Some(node) => node.stat(),
                 // The root with no host tree.

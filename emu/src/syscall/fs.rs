@@ -16,9 +16,7 @@ use crate::bytes::GuestStruct;
 use crate::emulator::Emulator;
 use crate::fs::{
     parent, Desc, Entry, FileKind, Kind, Meta, Node, OpenFile, OverlayFile, Resolved, Source, Stat, Synth, NODE_COST,
-    S_IFIFO,
 };
-use crate::process::{GID, UID};
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -73,9 +71,14 @@ fn lookup_arg(emu: &mut Emulator, dirfd: u64, addr: u64, follow: bool) -> Result
     resolve(emu, dirfd, &path, follow)
 }
 
-/// Fails with `EACCES` where nothing may be created: `/dev` and `/proc`.
+/// Fails where nothing may be created: `/dev` (`EACCES`: the guest is no
+/// root) and `/proc`, whose lookups of missing names fail (`ENOENT`, as
+/// `echo x > /dev/fd/9` says on Linux when descriptor 9 is not open).
 fn check_creatable(abs: &[u8]) -> Result<(), SysError> {
-    if abs.starts_with(b"/dev/") || abs.starts_with(b"/proc/") {
+    if abs.starts_with(b"/proc/") {
+        return Err(errno(ENOENT));
+    }
+    if abs.starts_with(b"/dev/") {
         return Err(errno(EACCES));
     }
     Ok(())
@@ -126,6 +129,11 @@ fn copy_up(
             emu.fs.nodes.insert(abs.to_vec(), Node::File(file.clone()));
             Ok(file)
         }
+        // An overlay file opened again through /proc/self/fd: itself.
+        Source::Open(file) => match &file.borrow().kind {
+            FileKind::Overlay(o) => Ok(o.clone()),
+            _ => Err(errno(EINVAL)),
+        },
         Source::Synth(_) => Err(errno(EACCES)),
     }
 }
@@ -219,8 +227,10 @@ fn open_path(emu: &mut Emulator, dirfd: u64, path_addr: u64, flags: u64, mode: u
                     FileKind::Overlay(file)
                 }
             },
-            Kind::Other => match entry.source {
-                Source::Synth(dev @ (Synth::Null | Synth::Zero | Synth::Random)) => FileKind::Device(dev),
+            Kind::Other => match &entry.source {
+                Source::Synth(dev @ (Synth::Null | Synth::Zero | Synth::Random)) => FileKind::Device(*dev),
+                // A pipe or standard stream, through /proc/self/fd.
+                Source::Open(file) => file.borrow().reopen(acc).map_err(errno)?,
                 _ => return fail(EACCES),
             },
         },
@@ -244,37 +254,9 @@ pub(super) fn creat(emu: &mut Emulator, [path, mode, ..]: [u64; 6]) -> SysResult
     open_path(emu, AT_FDCWD, path, O_CREAT | 1 | O_TRUNC, mode)
 }
 
-/// The status of a pipe (the guest's standard streams are pipes too) with inode `ino`.
-fn fifo_stat(ino: u64) -> Stat {
-    Stat {
-        dev: 0x0e,
-        ino,
-        mode: S_IFIFO | 0o600,
-        nlink: 1,
-        uid: UID,
-        gid: GID,
-        blksize: 4096,
-        mtime_ns: crate::process::REALTIME_EPOCH_NS,
-        ..Stat::default()
-    }
-}
-
 /// The status of what descriptor `fd` is open on.
 pub(super) fn fd_stat(emu: &Emulator, fd: u64) -> Result<Stat, SysError> {
-    let file = super::io::file(emu, fd)?;
-    let f = file.borrow();
-    let synth = |s: Synth| s.stat(&emu.fs.exe);
-    Ok(match &f.kind {
-        // Pipes: no terminal, so stdio buffers fully whatever the host has.
-        FileKind::Stdin | FileKind::Stdout | FileKind::Stderr => fifo_stat(fd + 1),
-        FileKind::Overlay(o) => {
-            let o = o.borrow();
-            crate::fs::overlay_stat(o.meta, crate::fs::S_IFREG, o.data.len() as u64, 1)
-        }
-        FileKind::Host(_, st) | FileKind::Generated(_, st) | FileKind::Dir(st) => *st,
-        FileKind::Device(dev) => synth(*dev),
-        FileKind::Pipe(end) => fifo_stat(end.pipe.borrow().ino),
-    })
+    Ok(super::io::file(emu, fd)?.borrow().stat(&emu.fs.exe))
 }
 
 /// Writes the architecture's `struct stat` for `st` at `addr`.
@@ -753,6 +735,11 @@ pub(crate) fn program(emu: &mut Emulator, dirfd: u64, path: &[u8]) -> Result<cra
         Source::Overlay => match emu.fs.nodes.get(&r.path) {
             Some(Node::File(file)) => Rc::from(file.borrow().data.clone()),
             _ => return Err(errno(ENOENT)),
+        },
+        // An overlay file open at a descriptor (`fexecve`'s /proc/self/fd/N).
+        Source::Open(file) => match &file.borrow().kind {
+            FileKind::Overlay(o) => Rc::from(o.borrow().data.clone()),
+            _ => return Err(errno(EACCES)),
         },
         Source::Synth(_) => return Err(errno(EACCES)),
     };

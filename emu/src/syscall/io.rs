@@ -47,7 +47,7 @@ fn input(emu: &mut Emulator, file: &Rc<RefCell<OpenFile>>, max: u64, at: Option<
     let out = match &f.kind {
         FileKind::Pipe(_) if at.is_some() => return Err(SysError::Errno(ESPIPE)),
         FileKind::Pipe(end) => {
-            if end.write {
+            if !end.read {
                 return Err(SysError::Errno(EBADF));
             }
             return match end.pipe.borrow_mut().read(max) {
@@ -381,7 +381,7 @@ pub(super) fn pipe2(emu: &mut Emulator, [fds, flags, ..]: [u64; 6]) -> SysResult
     emu.sched.pipes += 1;
     let ino = PIPE_INO + emu.sched.pipes;
     let (read_end, write_end) = crate::fs::PipeEnd::pair(ino);
-    let name = format!("pipe:[{ino}]").into_bytes();
+    let name = crate::fs::pipe_name(ino);
     let status = flags & nonblock;
     let cloexec = flags & O_CLOEXEC != 0;
     let read_file = OpenFile::new(FileKind::Pipe(read_end), O_RDONLY | status, name.clone());

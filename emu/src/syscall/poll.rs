@@ -23,19 +23,7 @@ fn ready(emu: &Emulator, fd: u64, events: u64) -> u64 {
     let Some(desc) = emu.fds.get(fd) else { return POLLNVAL };
     let f = desc.file.borrow();
     let all = match &f.kind {
-        FileKind::Pipe(end) if end.write => {
-            if end.hung_up() {
-                POLLERR
-            } else if end.ready() {
-                POLLOUT | POLLWRNORM
-            } else {
-                0
-            }
-        }
-        FileKind::Pipe(end) => {
-            let data = if end.pipe.borrow().data.is_empty() { 0 } else { POLLIN | POLLRDNORM };
-            data | if end.hung_up() { POLLHUP } else { 0 }
-        }
+        FileKind::Pipe(end) => end.events(),
         _ => POLLIN | POLLRDNORM | POLLOUT | POLLWRNORM,
     };
     all & (events | POLLERR | POLLHUP)
