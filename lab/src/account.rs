@@ -9,10 +9,12 @@ impl Report {
         let r = self;
         let s = &r.summary;
         let mut out = format!("scenario {}: {}\n", r.scenario.name, r.scenario.description);
+        let k = &r.scenario.kernel;
         out += &format!(
-            "  machine: {}, {} CPU(s); kernel {}, exit path {}\n",
-            r.scenario.machine.arch, r.scenario.machine.cpus, r.scenario.kernel.version, r.scenario.kernel.exit_path
+            "  machine: {}, {} CPU(s); kernel profile {}: deferred.c {}, exit path {}\n",
+            r.scenario.machine.arch, r.scenario.machine.cpus, r.profile, k.version, k.exit_path
         );
+        out += &format!("  {}\n", r.parts);
         for g in &r.guests {
             out += &format!(
                 "  guest {}: {} instructions, {}\n",
