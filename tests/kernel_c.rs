@@ -40,7 +40,7 @@ fn differential(fp_only: bool) -> (usize, usize, usize) {
         let name = file.file_stem().and_then(|s| s.to_str()).unwrap_or_default().to_string();
         let mut scenario = Scenario::load(&file).unwrap_or_else(|e| panic!("{e}"));
         if fp_only {
-            scenario.kernel.unwinders = vec![Method::Fp];
+            scenario.kernel.unwinders = Some(vec![Method::Fp]);
         }
         match kernel_diff(&scenario, None) {
             Ok(Outcome::Identical { events: e, samples: s, .. }) => {

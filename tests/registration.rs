@@ -14,7 +14,7 @@
 //!   address, is refused with -EEXIST and its PCs are looked up in A's
 //!   entry (truncated or wrong stacks); the munmap variant removes the
 //!   entry, B is registered and its stacks are exact;
-//! * `fork-child-table` (and `-copy`): the child's table is empty upstream
+//! * `fork-child-table` (and `-copy`): the child's table is empty (series v13)
 //!   and a copy in the variant, and its stacks are exact only with the copy;
 //! * `exec-drops-table`: exec frees the old mm's table and registers the
 //!   new image's.

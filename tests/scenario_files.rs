@@ -42,7 +42,7 @@ fn set_up(name: &str, arch: &str, gcc: &str) -> Option<PathBuf> {
     std::fs::write(dir.join("root/data/host.txt"), "from the host\n").unwrap();
     build_readfiles(gcc, &dir);
     let scenario = format!(
-        r#"{{"name": "files-{arch}", "machine": {{"arch": "{arch}"}},
+        r#"{{"name": "files-{arch}", "machine": {{"arch": "{arch}"}}, "kernel": {{"profile": "sframe-v13"}},
             "guests": [{{"name": "reader", "path": "readfiles", "args": ["in.txt", "/data/host.txt", "/etc/motd"],
                          "files": {{"in.txt": "given inline\n", "/etc/motd": "hello\n"}},
                          "cwd": "/work", "root": "root"}}],

@@ -84,10 +84,11 @@ fn generated_scenarios_run_or_fail_clearly_and_replay_identically() {
     }
 }
 
-/// A scenario on the committed x86-64 SFrame guest with `extra` fields.
+/// A scenario on the committed x86-64 SFrame guest, under profile
+/// `sframe-v13` (every tracer kind, SFrame), with `extra` fields.
 fn scenario(extra: &str) -> String {
     format!(
-        r#"{{"name":"r","machine":{{"arch":"x86_64","cpus":2}},"guests":[{{"name":"g","path":"x86_64/lab-v3","args":["recurse","40"]}}]{extra}}}"#
+        r#"{{"name":"r","machine":{{"arch":"x86_64","cpus":2}},"guests":[{{"name":"g","path":"x86_64/lab-v3","args":["recurse","40"]}}],"kernel":{{"profile":"sframe-v13"}}{extra}}}"#
     )
 }
 

@@ -111,15 +111,16 @@ fn broken_scenarios_fail_with_a_clear_message_and_status_2() {
     common::assert_refused("bad-scenarios", &cases);
 }
 
-/// Runs a scenario on the x86-64 lab guest (`recurse 50`) with these
-/// tracers and events (JSON arrays), expecting exit 0: what `unwindlab run`
-/// printed, and its exit status.
+/// Runs a scenario on the x86-64 lab guest (`recurse 50`, profile
+/// `sframe-v13`: any tracer, SFrame) with these tracers and events (JSON
+/// arrays), expecting exit 0: what `unwindlab run` printed, and its exit
+/// status.
 fn run_recurse(name: &str, tracers: &str, events: &str) -> (String, Option<i32>) {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     std::fs::create_dir_all(&dir).unwrap();
     let guest = Path::new(env!("CARGO_MANIFEST_DIR")).join("guests/bin/x86_64/lab-v3");
     let text = format!(
-        r#"{{"name":"{name}","machine":{{"arch":"x86_64"}},
+        r#"{{"name":"{name}","machine":{{"arch":"x86_64"}},"kernel":{{"profile":"sframe-v13"}},
             "guests":[{{"name":"lab","path":{:?},"args":["recurse","50"]}}],
             "tracers":{tracers}, "events":{events},
             "expect":{{"exit":{{"lab":0}}}}}}"#,

@@ -72,7 +72,7 @@ fn extra_unwinders_change_nothing_and_match_their_own_runs() {
         assert_eq!(json(&report.samples), json(&own.samples), "{what}");
         for (order, extra) in orders.iter().zip(extras) {
             let mut alone = scenario.clone();
-            alone.kernel.unwinders = order.clone();
+            alone.kernel.unwinders = Some(order.clone());
             let alone = run_for_verdicts(&alone, &mut |_| {}).unwrap_or_else(|e| panic!("{what}: {e}"));
             match extra {
                 Ok(v) => {
@@ -138,14 +138,14 @@ fn a_dropped_section_ends_what_one_run_can_stand_for() {
         r#"{{"name": "dropped", "description": "a corrupt row", "machine": {{"arch": "x86_64", "cpus": 1}},
             "guests": [{{"name": "lab", "path": "guests/bin/x86_64/lab-fpv3", "args": ["recurse", "100"],
                          "sframe_patch": [[{offset}, {start}]]}}],
-            "tracers": [{{"kind": "perf", "name": "perf", "period": 4001}}]}}"#
+            "tracers": [{{"kind": "perf", "name": "perf", "period": 4001}}], "kernel": {{"profile": "sframe-v13"}}}}"#
     );
     let scenario = lab::Scenario::parse_in(&text, "dropped.json", dir).expect("scenario");
     for (own, extra) in
         [(vec![Method::Sframe, Method::Fp], vec![Method::Sframe]), (vec![Method::Fp], vec![Method::Sframe])]
     {
         let mut scenario = scenario.clone();
-        scenario.kernel.unwinders = own.clone();
+        scenario.kernel.unwinders = Some(own.clone());
         let orders = [extra.clone(), vec![Method::Fp]];
         let (_, extras) = run_for_verdicts_each(&scenario, &orders, &mut |_| {}).expect("runs");
         let whose = if own.contains(&Method::Sframe) { "the model's own" } else { "this configuration's" };
@@ -156,7 +156,7 @@ fn a_dropped_section_ends_what_one_run_can_stand_for() {
             Ok(_) => panic!("{own:?}: {extra:?} stands for its own run though a section was dropped"),
         }
         let fp = extras[1].as_ref().unwrap_or_else(|why| panic!("{own:?}: fp: {why}"));
-        scenario.kernel.unwinders = vec![Method::Fp];
+        scenario.kernel.unwinders = Some(vec![Method::Fp]);
         let alone = run_for_verdicts(&scenario, &mut |_| {}).expect("runs");
         let json = |samples: &[lab::report::SampleResult]| serde_json::to_value(samples).expect("samples serialise");
         assert_eq!(json(&fp.samples), json(&alone.samples), "{own:?}");

@@ -9,10 +9,17 @@ impl Report {
         let r = self;
         let s = &r.summary;
         let mut out = format!("scenario {}: {}\n", r.scenario.name, r.scenario.description);
+        let k = &r.scenario.kernel;
         out += &format!(
-            "  machine: {}, {} CPU(s); kernel {}, exit path {}\n",
-            r.scenario.machine.arch, r.scenario.machine.cpus, r.scenario.kernel.version, r.scenario.kernel.exit_path
+            "  machine: {}, {} CPU(s); kernel profile {}: deferred.c {}, exit path {}\n",
+            r.scenario.machine.arch, r.scenario.machine.cpus, r.profile, k.version, k.exit_path
         );
+        out += &format!("  {}\n", r.parts);
+        if !k.implementation.is_model() {
+            // Which code ran deferred.c (and, FP on x86-64, user.c).
+            let tree = k.kernel_tree.as_ref().map_or("the tree 'make deps' fetched".into(), |t| t.display().to_string());
+            out += &format!("  kernel code: the kernel's own kernel/unwind/ C ({tree}), not the model\n");
+        }
         for g in &r.guests {
             out += &format!(
                 "  guest {}: {} instructions, {}\n",

@@ -1,6 +1,9 @@
 //! `unwindlab demo`: a guided run that tells, step by step and in plain
 //! words, how deferred user unwinding works and where it breaks — from the
-//! events of two real runs of the guest on the chosen architecture.
+//! events of two real runs of the guest on the chosen architecture. The
+//! runs walk SFrame, so they use profile `sframe-v13`, and the narration
+//! says which of what it shows are proposals and what upstream Linux 7.3
+//! has.
 
 use std::path::Path;
 
@@ -10,7 +13,7 @@ use kmodel::types::ExitPath;
 
 use crate::report::{Report, RunError};
 use crate::runner::run;
-use crate::scenario::{Action, Guest, KernelChoice, KernelConfig, Machine, Scenario, TimedEvent, Tracer};
+use crate::scenario::{Action, Guest, KernelChoice, KernelConfig, Machine, Profile, Scenario, TimedEvent, Tracer};
 use crate::symbolise::Names;
 
 fn scenario(arch: Arch, guests_dir: &Path, mode: &str, exit_path: ExitPath, events: Vec<TimedEvent>) -> Scenario {
@@ -36,10 +39,26 @@ fn scenario(arch: Arch, guests_dir: &Path, mode: &str, exit_path: ExitPath, even
             user_stack: kmodel::tracer::UserStackMode::Deferred,
             task: None,
         }],
-        kernel: KernelConfig { exit_path, ..KernelConfig::default() },
+        kernel: KernelConfig { profile: Profile::SframeV13, exit_path, ..KernelConfig::default() },
         events,
         stop_after: None,
         expect: None,
+    }
+}
+
+/// What upstream Linux 7.3 has of the unwinding the demo shows on `arch`.
+fn upstream_has(arch: Arch) -> String {
+    match arch {
+        Arch::X86_64 => "Upstream Linux 7.3 walks user stacks by frame pointers, on x86-64 only: the SFrame walk \
+                         and the .sframe registration shown here are proposals (the SFrame series v13)."
+            .into(),
+        Arch::Aarch64 | Arch::S390x => format!(
+            "Upstream Linux 7.3 walks user stacks by frame pointers on x86-64 only and has no user unwinder on \
+             {arch} (HAVE_UNWIND_USER_FP is x86-only): the SFrame walk, the .sframe registration and the {} \
+             shown here are proposals ({}).",
+            if arch == Arch::S390x { "back-chain fallback" } else { "frame-pointer fallback" },
+            if arch == Arch::S390x { "the SFrame series v13 and the s390 series v4" } else { "the SFrame series v13" }
+        ),
     }
 }
 
@@ -84,7 +103,11 @@ pub fn demo_on(arch: Arch, guests_dir: &Path, choice: &KernelChoice) -> Result<V
     let kept = run(scenario(arch, guests_dir, "exit", ExitPath::Upstream, vec![exit_slow]))?;
     let mut steps = vec![format!(
         "unwindlab demo on {arch}: the guest `lab sleep` runs under the emulator on a 2-CPU kernel model; \
-         perf samples it every 4,001 instructions and wants each sample's user stack."
+         perf samples it every 4,001 instructions and wants each sample's user stack. The model runs kernel \
+         profile {} — {}. {}",
+        main.profile,
+        main.parts,
+        upstream_has(arch)
     )];
     steps.extend(story(&main));
     steps.extend(exit_story(&lost, &kept));
@@ -124,8 +147,9 @@ fn story(r: &Report) -> Vec<String> {
             }
             EventKind::Unwind { nr, faults, .. } if seen_request && !seen_callback => {
                 steps.push(format!(
-                    "3. On the way back to user mode the task-work handler walks the user stack once, with SFrame, in \
-                     task context where page faults are allowed: {nr} frames, {faults} page fault(s) taken."
+                    "3. On the way back to user mode the task-work handler walks the user stack once, with SFrame \
+                     (a proposal, the SFrame series v13: upstream Linux 7.3 walks frame pointers, on x86-64 only), \
+                     in task context where page faults are allowed: {nr} frames, {faults} page fault(s) taken."
                 ));
             }
             EventKind::Callback { cookie, nr, .. } if !seen_callback => {
@@ -183,10 +207,11 @@ fn exit_story(lost: &Report, kept: &Report) -> Vec<String> {
             lost.summary.judged
         ),
         format!(
-            "9. Upstream (v6.19) runs the pending unwind synchronously right before exit_mm() \
-             (unwind_deferred_task_exit()) and cancels the task_work: {} of {} stacks delivered ({kept_exact} \
-             exact), {} lost. Stacks taken inside exit() stop early: their return addresses lie just past a \
-             noreturn call, where the kernel's SFrame lookup (no `ip - 1` for callers) finds no row.",
+            "9. Upstream (Linux 7.3, whose deferred.c is the v6.19 variant) runs the pending unwind synchronously \
+             right before exit_mm() (unwind_deferred_task_exit()) and cancels the task_work: {} of {} stacks \
+             delivered ({kept_exact} exact), {} lost. Stacks taken inside exit() stop early: their return \
+             addresses lie just past a noreturn call, where the SFrame lookup of the series v13 (no `ip - 1` for \
+             callers) finds no row.",
             kept.summary.delivered, kept.summary.judged, kept.summary.lost
         ),
     ]

@@ -304,13 +304,13 @@ fn explain_in(report: &Report, s: &SampleResult, words: bool) -> Option<Explanat
         (_, None, Some(trampoline)) => (Cause::SignalFrame, trampoline),
         (Verdict::Truncated { .. }, None, None) => match &s.walk {
             Some(walk) => {
-                let sframe = report.scenario.kernel.unwinders.contains(&Method::Sframe);
+                let sframe = report.scenario.kernel.unwinders().contains(&Method::Sframe);
                 stop_cause(&walk.stop, sframe, code.map(|(l, c)| (l.file, l.link, c)), spot.gap.as_ref(), words)
             }
             None => (Cause::FpEnded, say(words, || "the walk stopped here".into())),
         },
         (Verdict::Wrong { .. }, None, None) => {
-            let sframe_first = report.scenario.kernel.unwinders.first() == Some(&Method::Sframe);
+            let sframe_first = report.scenario.kernel.unwinders().first() == Some(&Method::Sframe);
             let callers = say(words, || {
                 format!(
                     "it gave {} where the truth is {}",

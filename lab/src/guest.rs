@@ -123,8 +123,13 @@ pub(crate) fn set_up(g: &Guest, scenario: &Scenario, k: &mut Kernel) -> Result<G
         // digests are of), on any machine.
         prefix: Some(std::path::PathBuf::new()),
         // The registration calls at the scenario's numbers: traced by name
-        // (the model answers them, `loader::model_call`).
-        named_syscalls: scenario.kernel.sframe_syscalls.named(),
+        // (the model answers them, `loader::model_call`). Upstream has no
+        // such calls: unnamed, they fail with ENOSYS as on Linux 7.3.
+        named_syscalls: if scenario.kernel.profile.has_sframe() {
+            scenario.kernel.sframe_syscalls.named()
+        } else {
+            Vec::new()
+        },
         ..Config::default()
     };
     if let Some(root) = g.root.as_ref().filter(|r| !r.is_dir()) {
@@ -134,7 +139,7 @@ pub(crate) fn set_up(g: &Guest, scenario: &Scenario, k: &mut Kernel) -> Result<G
     if emu.arch() != arch {
         return Err(RunError::guest(&g.name, format!("is not an {arch} program")));
     }
-    let mm = image_mm(k, &mut emu);
+    let mm = image_mm(k, &mut emu, scenario);
     let tid = k.spawn(&g.name, mm, g.cpu);
     let run = GuestRun {
         name: g.name.clone(),
@@ -164,11 +169,16 @@ pub(crate) fn set_up(g: &Guest, scenario: &Scenario, k: &mut Kernel) -> Result<G
 
 /// A new mm in the model for the program `emu` has just loaded (at start
 /// or by `execve`), with the `PT_GNU_SFRAME` sections registered as exec
-/// registers them (v13 `elf_add_sframe`): the program's and its
-/// interpreter's — the objects mapped at exec — each with its text.
-/// Libraries `ld.so` maps later are not registered by exec.
-pub(crate) fn image_mm(k: &mut Kernel, emu: &mut Emulator) -> kmodel::types::MmId {
+/// registers them in the SFrame series v13 (`elf_add_sframe`): the
+/// program's and its interpreter's — the objects mapped at exec — each
+/// with its text. Libraries `ld.so` maps later are not registered by exec.
+/// Under `scenario`'s profile `upstream` nothing is registered: Linux 7.3
+/// has no `.sframe` tables.
+pub(crate) fn image_mm(k: &mut Kernel, emu: &mut Emulator, scenario: &Scenario) -> kmodel::types::MmId {
     let mm = k.new_mm(emu.arch());
+    if !scenario.kernel.profile.has_sframe() {
+        return mm;
+    }
     // Registering a section maps nothing: one copy of the areas serves all.
     let vmas = crate::loader::emu_vmas(emu.pages());
     for object in emu.objects() {

@@ -52,7 +52,14 @@ fn summary(r: &Report, out: &mut String) {
     let s = &r.summary;
     let rows = [
         ("machine", format!("{}, {} CPU(s)", r.scenario.machine.arch, r.scenario.machine.cpus)),
-        ("kernel", format!("{}, exit path {}", r.scenario.kernel.version, r.scenario.kernel.exit_path)),
+        (
+            "kernel",
+            format!(
+                "profile {}: deferred.c {}, exit path {}",
+                r.profile, r.scenario.kernel.version, r.scenario.kernel.exit_path
+            ),
+        ),
+        ("parts", r.parts.to_string()),
         ("registration", registration(r)),
         ("samples", format!("{} taken, {} judged", s.samples, s.judged)),
         ("verdicts", format!("{} exact, {} truncated, {} wrong, {} lost", s.exact, s.truncated, s.wrong, s.lost)),
@@ -79,6 +86,9 @@ fn summary(r: &Report, out: &mut String) {
 /// registered, refused and removed (by any interface, or at the mm's end).
 fn registration(r: &Report) -> String {
     use kmodel::event::EventKind;
+    if !r.profile.has_sframe() {
+        return "none: upstream Linux 7.3 has no .sframe registration".into();
+    }
     let (mut added, mut refused, mut removed) = (0, 0, 0);
     for e in &r.kernel_events {
         match &e.kind {

@@ -8,6 +8,9 @@
 //! * [`scenario`]: the file format, parsed and checked; its enums are the
 //!   kernel model's own (architecture, kernel version, exit path,
 //!   unwinders, SFrame acceptance).
+//! * [`profile`]: which kernel a scenario models, upstream Linux 7.3 as
+//!   measured or with the proposals (`sframe-v13`), and which parts of a
+//!   run are which.
 //! * [`runner`]: [`run`] configures the model from the scenario and ties
 //!   the private parts of a run together:
 //!   - `guest.rs` sets each guest up: its program in the emulator (its
@@ -20,7 +23,8 @@
 //!     against the scenario's expectations;
 //!   - `log.rs` writes the JSON Lines log;
 //!   - [`loader`] registers sections the way a scenario's `registration`
-//!     says: exec only (upstream), or also a simulated dynamic loader.
+//!     says (profile `sframe-v13`): exec only (series v13), or also a
+//!     simulated dynamic loader.
 //! * [`report`]: what a run produces ([`Report`]), and `account.rs` its
 //!   text account ([`Report::account`]).
 //! * [`symbolise`]: every frame named as its sample's process had its ELF
@@ -51,6 +55,8 @@ mod judge;
 pub mod kdiff;
 pub mod loader;
 mod log;
+pub mod profile;
+mod profile_parts;
 pub mod replay;
 pub mod report;
 pub mod runner;

@@ -1,6 +1,7 @@
-//! How a process's `.sframe` sections reach the kernel model, beyond exec.
+//! How a process's `.sframe` sections reach the kernel model, beyond exec
+//! (profile `sframe-v13` only: upstream Linux 7.3 has no `.sframe` tables).
 //!
-//! With [`Registration::Exec`] (upstream v13, the default) only exec
+//! With [`Registration::Exec`] (the SFrame series v13, the default) only exec
 //! registers sections: the program's and its interpreter's
 //! (`guest.rs`'s `image_mm`); libraries `ld.so` maps later are never
 //! registered, so a walk that reaches them falls back to frame pointers.
@@ -32,7 +33,7 @@ use serde::{Deserialize, Serialize};
 /// Which interfaces register SFrame sections (scenario `kernel.registration`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub enum Registration {
-    /// Upstream (v13 `elf_add_sframe`): exec registers the program and its
+    /// The SFrame series v13 (`elf_add_sframe`): exec registers the program and its
     /// interpreter; nothing else is ever registered (a guest may still
     /// call the interfaces itself).
     #[default]

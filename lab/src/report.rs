@@ -150,6 +150,11 @@ pub struct Summary {
 pub struct Report {
     /// The scenario run.
     pub scenario: Scenario,
+    /// Its kernel profile (`scenario.kernel.profile`, repeated here for
+    /// readers of the JSON).
+    pub profile: crate::profile::Profile,
+    /// Which parts of the run are upstream Linux 7.3 and which proposals.
+    pub parts: crate::profile::Parts,
     /// The numbers.
     pub summary: Summary,
     /// Every judged sample.

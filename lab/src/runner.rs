@@ -29,7 +29,7 @@ fn kernel_options(scenario: &Scenario) -> KernelOptions {
         nmi_safe_cmpxchg: scenario.kernel.nmi_safe_cmpxchg,
         big_endian: scenario.machine.arch.big_endian(),
         unwind: UnwindConfig {
-            order: scenario.kernel.unwinders.clone(),
+            order: scenario.kernel.unwinders().to_vec(),
             sframe_mode: scenario.kernel.sframe,
             caller_ip_adjust: scenario.kernel.caller_ip_adjust,
             ..UnwindConfig::default()
@@ -288,6 +288,8 @@ fn report(mut run: Run<'_>, with_log: bool, extra: usize) -> (Report, Vec<crate:
     };
     let mut report = Report {
         scenario: run.scenario.clone(),
+        profile: run.scenario.kernel.profile,
+        parts: run.scenario.kernel.profile.parts(run.scenario),
         summary,
         samples,
         guests,

@@ -13,6 +13,8 @@ use kmodel::types::{
 use kmodel::unwind::{Method, SframeMode};
 use serde::{Deserialize, Serialize};
 
+pub use crate::profile::{Parts, Profile};
+
 /// A whole scenario.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -235,12 +237,18 @@ impl Tracer {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct KernelConfig {
+    /// Which kernel: `upstream` (Linux 7.3 as measured, the default) or
+    /// `sframe-v13` (with the proposals); see [`Profile`].
+    pub profile: Profile,
     /// Deferred-unwind code version.
     pub version: KernelVersion,
     /// Exit-path variant.
     pub exit_path: ExitPath,
-    /// Unwinders in order of preference (`sframe`, `fp`).
-    pub unwinders: Vec<Method>,
+    /// Unwinders in order of preference (`sframe`, `fp`); none given: the
+    /// profile's ([`KernelConfig::unwinders`]). Kept unresolved so that a
+    /// scenario read back from a log is the scenario written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unwinders: Option<Vec<Method>>,
     /// Which SFrame versions registration accepts: `kernel` (V3 only, as
     /// the kernel patches) or `lab` (V1, V2 and V3).
     pub sframe: SframeMode,
@@ -254,11 +262,11 @@ pub struct KernelConfig {
     /// When perf registers its work: at boot (upstream) or late, with its
     /// first deferred session.
     pub perf_registration: PerfRegistration,
-    /// Which interfaces register SFrame sections: `exec` (upstream: the
-    /// program and its interpreter), `loader-prctl` (alias `loader`: exec,
-    /// plus a simulated dynamic loader registering every object it maps
-    /// through the prctl) or `loader-syscall` (the same through
-    /// `sframe_register()`).
+    /// Which interfaces register SFrame sections (profile `sframe-v13`):
+    /// `exec` (series v13: the program and its interpreter), `loader-prctl`
+    /// (alias `loader`: exec, plus a simulated dynamic loader registering
+    /// every object it maps through the prctl) or `loader-syscall` (the
+    /// same through `sframe_register()`).
     pub registration: crate::loader::Registration,
     /// `PR_ADD_SFRAME` and `PR_REMOVE_SFRAME` (`{"add": 79, "remove": 80}`
     /// by default).
@@ -266,9 +274,9 @@ pub struct KernelConfig {
     /// The `sframe_register` / `sframe_unregister` system-call numbers
     /// (`{"register": 1000, "unregister": 1001}` by default).
     pub sframe_syscalls: SyscallNumbers,
-    /// A forked child's table: `empty` (upstream) or `copy`.
+    /// A forked child's table: `empty` (series v13) or `copy`.
     pub fork_table: ForkTable,
-    /// What munmap does to registered sections: `keep` (upstream) or `remove`.
+    /// What munmap does to registered sections: `keep` (series v13) or `remove`.
     pub munmap_sframe: MunmapSframe,
     /// `CONFIG_SFRAME_VALIDATION`: validate each section fully at add time.
     pub sframe_validation: bool,
@@ -353,9 +361,10 @@ impl std::fmt::Display for KernelImpl {
 impl Default for KernelConfig {
     fn default() -> Self {
         KernelConfig {
+            profile: Profile::Upstream,
             version: KernelVersion::V6_19,
             exit_path: ExitPath::Upstream,
-            unwinders: vec![Method::Sframe, Method::Fp],
+            unwinders: None,
             sframe: SframeMode::KernelStrict,
             nmi_safe_cmpxchg: true,
             copy_on_exit_bytes: 8192,
@@ -372,6 +381,14 @@ impl Default for KernelConfig {
             implementation: KernelImpl::Model,
             kernel_tree: None,
         }
+    }
+}
+
+impl KernelConfig {
+    /// The unwinders in order of preference: those given, else the
+    /// profile's default.
+    pub fn unwinders(&self) -> &[Method] {
+        self.unwinders.as_deref().unwrap_or(self.profile.default_unwinders())
     }
 }
 
@@ -692,7 +709,7 @@ impl Scenario {
                 return bad(path, message);
             }
         }
-        if self.kernel.unwinders.is_empty() {
+        if self.kernel.unwinders().is_empty() {
             return bad("kernel.unwinders".into(), "expected at least one unwinder".into());
         }
         let mut last = 0;
@@ -734,6 +751,10 @@ impl Scenario {
                     return bad(format!("events[{i}].signal"), format!("expected a signal from 1 to 64, got {signal}"));
                 }
             }
+        }
+        // Last: a scenario that makes sense, asking for what its profile lacks.
+        if let Some((path, message)) = self.upstream_problem() {
+            return bad(path, message);
         }
         Ok(())
     }

@@ -433,7 +433,7 @@ impl<'s> Run<'s> {
                             .expect("the emulator keeps the old image at execve's stop");
                         guest.forget_killed(&killed);
                     }
-                    let mm = crate::guest::image_mm(&mut self.k, &mut guest.emu);
+                    let mm = crate::guest::image_mm(&mut self.k, &mut guest.emu, self.scenario);
                     self.k.exec(tid, mm, regs.clone());
                     // The caller has the leader's ID already (see above).
                     debug_assert!(guest.tasks[&pid] == tid && guest.tasks[&old] == tid);
@@ -443,13 +443,14 @@ impl<'s> Run<'s> {
             }
         }
         // The guest's own call to a registration interface: the model
-        // answers it (it still runs in the kernel, in that call).
-        {
+        // answers it (it still runs in the kernel, in that call). Upstream
+        // has no such interface: the emulator's EINVAL or ENOSYS stands.
+        if self.scenario.kernel.profile.has_sframe() {
             let guest = &mut self.guests[g];
             crate::loader::model_call(&mut self.k, tid, &mut guest.emu, record)
                 .map_err(|e| RunError::guest(&guest.name, e))?;
         }
-        // munmap: upstream the table keeps its entries; the lab's
+        // munmap: in the series v13 the table keeps its entries; the lab's
         // MunmapSframe::Remove variant drops those it unmaps.
         if name == "munmap" && record.ret == 0 {
             if let Some(mm) = self.k.task(tid).mm {

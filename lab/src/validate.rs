@@ -9,13 +9,14 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use kmodel::arch::Arch;
 use kmodel::unwind::{Method, SframeMode};
 use serde::Serialize;
 
 use crate::explain::{Cause, Explanation};
 use crate::loader::Registration;
 use crate::report::{Progress, RunError};
-use crate::scenario::{Guest, KernelConfig, Machine, Scenario, Tracer};
+use crate::scenario::{Guest, KernelConfig, Machine, Profile, Scenario, Tracer};
 
 /// Results for one unwinder.
 #[derive(Debug, Clone, Serialize)]
@@ -154,7 +155,17 @@ pub fn validate_sframe(
     let bytes = std::fs::read(elf).map_err(|e| RunError::guest(&name, format!("{name}: {e}")))?;
     let image = emu::elf::Image::parse(&name, &bytes).map_err(|e| RunError::guest(&name, e))?;
     let arch = image.arch;
-    let registration = if image.interp.is_some() { Registration::Loader } else { Registration::Exec };
+    // Frame pointers alone on x86-64 are what Linux 7.3 has; anything
+    // else (SFrame, or another architecture's unwinder) is a proposal.
+    let profile = if arch == Arch::X86_64 && unwinders.iter().all(|&u| u == Method::Fp) {
+        Profile::Upstream
+    } else {
+        Profile::SframeV13
+    };
+    // With SFrame, every object a dynamic program loads is registered
+    // (its root's); upstream registers nothing.
+    let registration =
+        if image.interp.is_some() && profile.has_sframe() { Registration::Loader } else { Registration::Exec };
     let generated = match source {
         SframeSource::Own => None,
         SframeSource::Generated if image.interp.is_some() => {
@@ -192,11 +203,11 @@ pub fn validate_sframe(
                 user_stack: kmodel::tracer::UserStackMode::Deferred,
                 task: None,
             }],
-            // Judge one unwinder alone, whatever SFrame version the file has;
-            // for a dynamic program, every object it loads (its root's).
+            // Judge one unwinder alone, whatever SFrame version the file has.
             kernel: KernelConfig {
-                unwinders: vec![unwinder],
-                sframe: SframeMode::Lab,
+                profile,
+                unwinders: Some(vec![unwinder]),
+                sframe: if profile.has_sframe() { SframeMode::Lab } else { KernelConfig::default().sframe },
                 registration,
                 ..KernelConfig::default()
             },

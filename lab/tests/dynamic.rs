@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use lab::scenario::{Guest, KernelConfig, Machine, Scenario, Tracer};
+use lab::scenario::{Guest, KernelConfig, Machine, Profile, Scenario, Tracer};
 use lab::Report;
 
 const PROGRAM: &str = r#"
@@ -142,7 +142,8 @@ fn scenario(t: &Target, path: PathBuf, root: PathBuf) -> Scenario {
             user_stack: kmodel::tracer::UserStackMode::Deferred,
             task: None,
         }],
-        kernel: KernelConfig::default(),
+        // Another architecture than x86-64 needs the proposals' unwinders.
+        kernel: KernelConfig { profile: Profile::SframeV13, ..KernelConfig::default() },
         events: Vec::new(),
         stop_after: None,
         expect: None,

@@ -65,14 +65,18 @@ pub(super) fn committed_guests() -> &'static BTreeMap<String, Vec<u8>> {
     })
 }
 
-/// The generator's state: the fuzzer's bytes, and whether this scenario is
-/// "wild". A plain scenario is plausible (it parses and mostly runs, with
-/// extreme but valid values); a wild one (a quarter of them) also gets
-/// invalid values: dangling references, impossible CPUs, zero periods,
-/// unknown variants, events out of order.
+/// The generator's state: the fuzzer's bytes, whether this scenario is
+/// "wild", and its kernel profile. A plain scenario is plausible (it parses
+/// and mostly runs, with extreme but valid values); a wild one (a quarter
+/// of them) also gets invalid values: dangling references, impossible
+/// CPUs, zero periods, unknown variants, events out of order, and under
+/// the `upstream` profile what only `sframe-v13` has.
 struct Gen<'a, 'b> {
     u: &'a mut Unstructured<'b>,
     wild: bool,
+    /// Profile `upstream` (the default): x86-64, perf, frame pointers, no
+    /// `.sframe` option; else `sframe-v13`, where everything goes.
+    upstream: bool,
 }
 
 impl Gen<'_, '_> {
@@ -87,6 +91,13 @@ impl Gen<'_, '_> {
     /// Whether to put an invalid value here (wild scenarios only).
     fn bad(&mut self, n: u32) -> ArbResult<bool> {
         Ok(self.wild && self.one_in(n)?)
+    }
+
+    /// Whether to use what only profile `sframe-v13` has (SFrame, its
+    /// tables' options, other tracers and architectures): always under it,
+    /// under `upstream` only as an invalid value.
+    fn proposals(&mut self) -> ArbResult<bool> {
+        Ok(!self.upstream || self.bad(8)?)
     }
 
     fn choose<'c, T>(&mut self, items: &'c [T]) -> ArbResult<&'c T> {
@@ -142,7 +153,9 @@ impl Gen<'_, '_> {
     fn tracer(&mut self, name: &str, guests: &[String]) -> ArbResult<Value> {
         let mut t = Map::new();
         t.insert("name".into(), json!(name));
-        match self.u.int_in_range(0..=4)? {
+        // Upstream has perf alone.
+        let kind = if self.proposals()? { self.u.int_in_range(0..=4)? } else { 0 };
+        match kind {
             0..=1 => {
                 t.insert("kind".into(), json!("perf"));
                 let period =
@@ -212,7 +225,7 @@ impl Gen<'_, '_> {
             let last = cpus.saturating_sub(1);
             g.insert("cpu".into(), json!(self.pick(&[0, 1.min(last), last], &[cpus, 64])?));
         }
-        if self.one_in(8)? {
+        if self.one_in(8)? && self.proposals()? {
             let mut patches = Vec::new();
             for _ in 0..self.u.int_in_range(1..=4)? {
                 let at = self.pick(&[0, 1, 2, 3, 4, 5, 8, 16, 24, 32, 100], &[1 << 20, u64::MAX])?;
@@ -260,6 +273,11 @@ impl Gen<'_, '_> {
     /// Kernel options: every field sometimes, every variant of each.
     fn kernel(&mut self) -> ArbResult<Value> {
         let mut k = Map::new();
+        if !self.upstream {
+            k.insert("profile".into(), json!("sframe-v13"));
+        } else if self.one_in(2)? {
+            k.insert("profile".into(), json!(if self.bad(8)? { "v6.19" } else { "upstream" }));
+        }
         if self.one_in(2)? {
             k.insert("version".into(), json!(self.choose(&["v6.19", "v6.17"])?));
         }
@@ -269,10 +287,11 @@ impl Gen<'_, '_> {
         }
         if self.one_in(3)? {
             let count = if self.bad(4)? { 0 } else { self.u.int_in_range(1..=3)? };
-            let unwinders = (0..count).map(|_| Ok(json!(self.choose(&["sframe", "fp"])?)));
+            let methods: &[&str] = if self.proposals()? { &["sframe", "fp"] } else { &["fp"] };
+            let unwinders = (0..count).map(|_| Ok(json!(self.choose(methods)?)));
             k.insert("unwinders".into(), Value::Array(unwinders.collect::<ArbResult<_>>()?));
         }
-        if self.one_in(3)? {
+        if self.one_in(3)? && self.proposals()? {
             k.insert("sframe".into(), json!(self.choose(&["kernel", "lab"])?));
         }
         if self.one_in(4)? {
@@ -281,13 +300,13 @@ impl Gen<'_, '_> {
         if self.one_in(4)? {
             k.insert("copy_on_exit_bytes".into(), json!(self.any(&[8_192, 0, 8, 4_096, 1 << 20, u64::MAX])?));
         }
-        if self.one_in(4)? {
+        if self.one_in(4)? && self.proposals()? {
             k.insert("caller_ip_adjust".into(), json!(self.u.arbitrary::<bool>()?));
         }
         if self.one_in(4)? {
             k.insert("perf_registration".into(), json!(self.choose(&["boot", "late"])?));
         }
-        if self.one_in(4)? {
+        if self.one_in(4)? && self.proposals()? {
             k.insert("registration".into(), json!(self.choose(&["exec", "loader"])?));
         }
         Ok(Value::Object(k))
@@ -344,7 +363,9 @@ impl Gen<'_, '_> {
 
     /// A whole scenario.
     fn scenario(&mut self) -> ArbResult<Value> {
+        self.upstream = !self.one_in(2)?;
         let arch = *self.choose(&Arch::ALL.map(Arch::name))?;
+        let arch = if self.proposals()? { arch } else { Arch::X86_64.name() };
         let mut s = Map::new();
         s.insert("name".into(), json!(format!("fuzz-{arch}")));
         if self.one_in(8)? {
@@ -378,7 +399,9 @@ impl Gen<'_, '_> {
         if !values.is_empty() || self.one_in(4)? {
             s.insert("tracers".into(), Value::Array(values));
         }
-        if self.one_in(2)? {
+        // Profile sframe-v13 is named in the kernel object, which upstream
+        // scenarios may leave out.
+        if !self.upstream || self.one_in(2)? {
             s.insert("kernel".into(), self.kernel()?);
         }
         let mut at = 0u64;
@@ -419,7 +442,7 @@ impl Gen<'_, '_> {
 /// often; a quarter of them "wild", with invalid values too.
 pub fn scenario_json(u: &mut Unstructured) -> ArbResult<Value> {
     let wild = !u.ratio(3u8, 4)?;
-    Gen { u, wild }.scenario()
+    Gen { u, wild, upstream: true }.scenario()
 }
 
 /// `text` with a few byte-level edits: deletions, spliced JSON tokens,
@@ -457,7 +480,7 @@ pub(super) fn mutate(u: &mut Unstructured, text: String) -> ArbResult<String> {
 pub(super) fn corrupted_elf(u: &mut Unstructured) -> ArbResult<Vec<u8>> {
     let guests: Vec<&Vec<u8>> = committed_guests().values().collect();
     let mut bytes = (*u.choose(&guests)?).clone();
-    let mut g = Gen { u, wild: true };
+    let mut g = Gen { u, wild: true, upstream: true };
     for _ in 0..g.u.int_in_range(1..=8)? {
         let span = if g.one_in(4)? { bytes.len() } else { bytes.len().min(4_096) };
         let at = g.u.choose_index(span)?;
