@@ -17,7 +17,8 @@ impl Report {
         out += &format!("  {}\n", r.parts);
         if !k.implementation.is_model() {
             // Which code ran deferred.c (and, FP on x86-64, user.c).
-            let tree = k.kernel_tree.as_ref().map_or("the tree 'make deps' fetched".into(), |t| t.display().to_string());
+            let tree =
+                k.kernel_tree.as_ref().map_or("the tree 'make deps' fetched".into(), |t| t.display().to_string());
             out += &format!("  kernel code: the kernel's own kernel/unwind/ C ({tree}), not the model\n");
         }
         for g in &r.guests {
