@@ -84,4 +84,4 @@ pub mod types;
 pub mod unwind;
 mod upstream;
 
-pub use upstream::{backend_refuses, USER_C_CHECKS};
+pub use upstream::backend_refuses;

@@ -220,16 +220,18 @@ impl Kernel {
 
     /// `unwind_reset_info()` on the backend.
     pub(crate) fn upstream_reset_info(&mut self, tid: Tid) {
-        let before = self.task(tid).info.clone();
-        if before.mask == 0 {
+        // The mask and cookie before, not the whole info (its cache's
+        // entries): this runs on every return to user with a request.
+        let (mask, cookie) = (self.task(tid).info.mask, self.task(tid).info.id);
+        if mask == 0 {
             return;
         }
         let cpu = self.task(tid).cpu;
         self.on_backend(cpu, Some(tid), None, |b, host| b.reset_info(host, tid, cpu));
         let after = &self.task(tid).info;
         if after.mask == 0 && after.id.is_none() {
-            self.log(cpu, Some(tid), EventKind::Reset { cookie: before.id });
-            self.ledger_close(tid, before.id, "return to user");
+            self.log(cpu, Some(tid), EventKind::Reset { cookie });
+            self.ledger_close(tid, cookie, "return to user");
         } else if after.mask & UNWIND_PENDING != 0 {
             self.log(cpu, Some(tid), EventKind::ResetSkipped);
         }
@@ -351,4 +353,4 @@ impl Host for Call<'_, '_> {
 /// Why a `user.c` walk that read everything it asked for ended: one of
 /// `unwind_user_next_common()`'s checks failed (FP below SP, a CFA not
 /// above SP or not word-aligned).
-pub const USER_C_CHECKS: &str = "user.c's frame checks ended the frame-pointer chain";
+const USER_C_CHECKS: &str = "user.c's frame checks ended the frame-pointer chain";

@@ -27,6 +27,8 @@ use crate::tree::KernelTree;
 
 /// The harness's entry points' ABI (`H_ABI` in harness.c).
 const ABI: c_int = 1;
+/// `H_MAX_WORKS`: the harness's table of works.
+const MAX_WORKS: usize = 256;
 /// `H_INIT_WAITING`: an init or cancel on another CPU waits.
 const H_INIT_WAITING: c_int = 1 << 30;
 
@@ -64,6 +66,7 @@ struct HInfo {
 
 /// `struct h_event`.
 #[repr(C)]
+#[derive(Clone, Copy)]
 struct HEvent {
     kind: c_int,
     site: *const HSite,
@@ -500,25 +503,20 @@ impl DeferredBackend for Upstream {
         unsafe {
             let works =
                 (0..n).map(|w| ((self.fns.work_bit)(w as c_int), (self.fns.work_listed)(w as c_int) != 0)).collect();
-            let mut list = vec![0 as c_int; self.max_works];
-            let len = (self.fns.callbacks)(list.as_mut_ptr(), list.len() as c_int).max(0) as usize;
+            // Mirrored after every call: the list on the stack (the harness
+            // has at most MAX_WORKS works).
+            let mut list = [0 as c_int; MAX_WORKS];
+            let room = list.len().min(self.max_works);
+            let len = (self.fns.callbacks)(list.as_mut_ptr(), room as c_int).clamp(0, room as c_int) as usize;
             let callbacks = list[..len].iter().map(|&w| WorkId(w as usize)).collect();
             WorksView { works, global_mask: (self.fns.global_mask)(), callbacks }
         }
     }
 
     fn take_events(&self) -> Vec<BackendEvent> {
-        let mut buf: Vec<HEvent> = (0..64)
-            .map(|_| HEvent {
-                kind: 0,
-                site: std::ptr::null(),
-                what: std::ptr::null(),
-                work: 0,
-                ret: 0,
-                cpu: 0,
-                tid: 0,
-            })
-            .collect();
+        // Taken after every call: a buffer on the stack, not the heap.
+        let empty = HEvent { kind: 0, site: std::ptr::null(), what: std::ptr::null(), work: 0, ret: 0, cpu: 0, tid: 0 };
+        let mut buf = [empty; 64];
         let mut out = Vec::new();
         loop {
             let mut lost = 0;
