@@ -18,11 +18,14 @@ all: deps preflight build run
 # and its dynamically linked coreutils, sed, grep, … with their libraries,
 # for amd64, arm64 and s390x, for tests/conformance.rs, then the kernel's
 # kernel/unwind/ and the headers it needs from Debian's linux-source-7.x, for
-# kupstream's C harness (caches; quick once fetched).
+# kupstream's C harness, then Debian's perf 7.x (linux-perf) with every
+# library it needs in a root of its own, which scripts/perf runs (caches;
+# quick once fetched).
 deps:
 	@scripts/install-deps.sh
 	@scripts/fetch-debian-programs.sh
 	@scripts/fetch-linux-source.sh
+	@scripts/fetch-linux-perf.sh
 
 # Seconds, not minutes: every tool answers and a static hello runs on each
 # architecture; otherwise one line names the Debian package to install.

@@ -29,16 +29,12 @@
 # UNWINDLAB_LINUX_VERSION override). When the archive no longer has the pin,
 # the newest linux-source-7.* it has is used, and one line says so.
 #
-# apt is used with a private configuration only: APT_CONFIG names
-# $CACHE/apt/apt.conf, which replaces the host's apt.conf.d (so none of its
-# hooks run: no appstream refresh, no PackageKit, no DEP-11 downloads) and
-# names its own sources (trixie-backports and sid, signed by
-# debian-archive-keyring), lists, status and caches. From the host's
-# configuration only the settings for reaching the archive are kept:
-# proxies, timeouts, retries, and the Release date checks. Nothing under
-# /etc/apt or /var/lib/apt is read for packages or written, and no step needs
-# root (as root, apt's _apt sandbox is off: that user cannot enter the
-# cache in root's home; the archive's signatures are checked all the same).
+# apt is used with a private configuration only, under $CACHE/apt (see
+# scripts/lib-private-apt.sh, shared with fetch-linux-perf.sh): its own
+# sources (trixie-backports and sid, signed by debian-archive-keyring),
+# lists, status and caches; from the host's configuration only the settings
+# for reaching the archive. Nothing under /etc/apt or /var/lib/apt is read
+# for packages or written, and no step needs root.
 #
 # CACHE is $UNWINDLAB_LINUX_CACHE, else ${XDG_CACHE_HOME:-~/.cache}/unwindlab/linux.
 # Idempotent and quick when cached: apt is asked for nothing while `current`
@@ -47,11 +43,11 @@
 # they are missing or lack the pin (their age is no reason: what is cached
 # is used); --refresh updates them and chooses again.
 set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+prog=fetch-linux-source
 default_package=linux-source-7.3
 default_version=7.3.4-1~bpo13+1
-mirror=http://deb.debian.org/debian
 suites=(trixie-backports sid)
-keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 
 package=${UNWINDLAB_LINUX_PACKAGE:-$default_package}
 version=${UNWINDLAB_LINUX_VERSION:-$default_version}
@@ -148,55 +144,9 @@ fi
 
 # --- apt, privately ---------------------------------------------------------
 
-setup_apt() {
-  local suite host
-  mkdir -p "$apt/apt.conf.d" "$apt/sources.list.d" "$apt/preferences.d" "$apt/state" \
-    "$apt/lists/partial" "$apt/cache/archives/partial"
-  [ -e "$apt/status" ] || : > "$apt/status"
-  for suite in "${suites[@]}"; do
-    echo "deb [signed-by=$keyring] $mirror $suite main"
-  done > "$apt/sources.list"
-  # The host's settings for reaching the archive, as the host's apt sees them.
-  host=$(apt-config dump 2>/dev/null | grep -E '^Acquire::(Check-Valid-Until|Check-Date|Max-ValidTime|Min-ValidTime|Retries|ForceIPv4|ForceIPv6|(http|https|ftp)::(Proxy|Proxy-Auto-Detect|Timeout)(::[^ ]*)?) ' || true)
-  cat > "$apt/apt.conf" << EOF
-// Written by scripts/fetch-linux-source.sh: apt, privately (APT_CONFIG=this file).
-Dir::Etc::Parts "$apt/apt.conf.d";
-Dir::Etc::Main "/dev/null";
-Dir::Etc::SourceList "$apt/sources.list";
-Dir::Etc::SourceParts "$apt/sources.list.d";
-Dir::Etc::Preferences "$apt/preferences";
-Dir::Etc::PreferencesParts "$apt/preferences.d";
-Dir::State "$apt/state";
-Dir::State::Lists "$apt/lists";
-Dir::State::Status "$apt/status";
-Dir::Cache "$apt/cache";
-Dir::Cache::srcpkgcache "";
-APT::Architecture "amd64";
-APT::Architectures { "amd64"; };
-APT::Sandbox::User "root";
-Acquire::Languages "none";
-// From the host's configuration:
-$host
-EOF
-}
-apt_do() { APT_CONFIG=$apt/apt.conf "$@"; }
-
-update() {
-  local err
-  echo "fetch-linux-source: apt-get update of the private lists ($1)"
-  rm -f "$apt/updated"
-  if ! err=$(apt_do apt-get update -qq --error-on=any 2>&1 > /dev/null); then
-    die "apt-get update of the private lists failed (no network to the Debian archive?): $(grep -m1 '^E:' <<< "$err" || head -n1 <<< "$err")"
-  fi
-  touch "$apt/updated"
-  updated=true
-}
-
-# "PKG VERSION SUITE" lines of the given packages, from the private lists.
-versions() {
-  apt_do apt-cache madison "$@" 2>/dev/null |
-    awk -F' *[|] *' '{ split($3, w, " "); sub("/.*", "", w[2]); gsub(" ", "", $1); print $1, $2, w[2] }'
-}
+# setup_apt, apt_do, update, versions (needs prog, apt, suites and die).
+# shellcheck source=scripts/lib-private-apt.sh
+. "$here/lib-private-apt.sh"
 
 # Sets chosen to "PKG VERSION SUITE" of the pin, or nothing.
 find_pin() {

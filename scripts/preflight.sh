@@ -55,10 +55,20 @@ for probe in "${probes[@]}"; do
   [ "$out" = hello ] || need qemu-user "$arch static hello printed '${out:0:60}'"
 done
 
+# Debian's perf 7.x, which scripts/fetch-linux-perf.sh (make deps) puts in a
+# cache and scripts/perf runs through that root's own loader.
+perf_problem=""
+if ! perf_out=$("$here/perf" --version 2>&1 < /dev/null); then
+  perf_problem="scripts/perf --version failed: $(head -n1 <<< "$perf_out")"
+elif [[ $perf_out != "perf version 7."* ]]; then
+  perf_problem="scripts/perf --version printed '${perf_out:0:60}', not perf 7.x (run scripts/fetch-linux-perf.sh, or make deps)"
+fi
+
 if [ ${#order[@]} -ne 0 ]; then
   details=""
   for pkg in "${order[@]}"; do details+="${details:+, }$pkg (${why[$pkg]})"; done
   echo "preflight: missing Debian package(s): $details. Install: apt-get install --no-install-recommends ${order[*]} (or 'make deps' as root)" >&2
-  exit 1
 fi
-echo "preflight: toolchains, qemu-user and chromium work; static hello ran on x86-64, AArch64 and s390x"
+[ -z "$perf_problem" ] || echo "preflight: $perf_problem" >&2
+[ ${#order[@]} -eq 0 ] && [ -z "$perf_problem" ] || exit 1
+echo "preflight: toolchains, qemu-user and chromium work; static hello ran on x86-64, AArch64 and s390x; ${perf_out%%$'\n'*} (scripts/perf)"
