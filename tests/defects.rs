@@ -152,6 +152,7 @@ fn validate_and_compare_name_each_defect() {
             source: SframeSource::Own,
             one_run: true,
             kernel: &Default::default(),
+            perf_data: None,
         };
         let results = validate_sframe(&defective, None, &[], plan, &mut |_| {}).unwrap();
         let r = &results["sframe"];

@@ -2,9 +2,11 @@
 //! expectations, keeps every invariant, and matches its insta snapshot
 //! (summary and key events); runs are deterministic; replay accepts an
 //! untouched log and rejects an edited one; broken scenario files fail with
-//! a clear message and exit status 2.
+//! a clear message and exit status 2; and perf 7.x, reading each run's
+//! perf.data, stitches every sample as the lab does (`perf_oracle`).
 
 mod common;
+mod perf_oracle;
 
 use std::path::Path;
 
@@ -45,9 +47,21 @@ fn key_events(log: &[String]) -> String {
 fn every_scenario_runs_deterministically_and_matches_its_snapshot() {
     let files = common::scenario_files();
     assert!(files.len() >= 50, "expected the scenario suite, found {}", files.len());
+    let perf_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("perf-oracle");
+    std::fs::create_dir_all(&perf_dir).unwrap();
+    // Per architecture: scenarios with a perf tracer, and what was compared.
+    let mut oracle: std::collections::BTreeMap<String, (usize, perf_oracle::Compared)> = Default::default();
     for file in files {
         let scenario = Scenario::load(&file).unwrap_or_else(|e| panic!("{e}"));
         let report = lab::run(&scenario).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        if !report.perf.sessions.is_empty() {
+            let c = perf_oracle::check(&report, &perf_dir);
+            let entry = oracle.entry(scenario.machine.arch.to_string()).or_default();
+            entry.0 += 1;
+            entry.1.samples += c.samples;
+            entry.1.unstitched += c.unstitched;
+            entry.1.deferred += c.deferred;
+        }
         assert!(report.violations.is_empty(), "{}:\n{}", file.display(), report.violations.join("\n"));
         assert!(report.expectation_failures.is_empty(), "{}: {:?}", file.display(), report.expectation_failures);
         let again = lab::run(&scenario).unwrap();
@@ -56,6 +70,14 @@ fn every_scenario_runs_deterministically_and_matches_its_snapshot() {
         let account = report.account();
         insta::assert_snapshot!(name, format!("{account}\n--- key events ---\n{}", key_events(&report.log)));
     }
+    for (arch, (scenarios, c)) in &oracle {
+        eprintln!(
+            "perf 7.x oracle, {arch}: {scenarios} scenarios, {} samples stitched as the lab does ({} never stitched, \
+             shown with their cookie), {} deferred records as written",
+            c.samples, c.unstitched, c.deferred
+        );
+    }
+    assert_eq!(oracle.len(), 3, "perf scenarios on three architectures: {oracle:?}");
 }
 
 #[test]

@@ -51,6 +51,7 @@ fn every_failure_of_debian_static_shells_is_explained_and_named() {
                     source,
                     one_run: true,
                     kernel: &Default::default(),
+                    perf_data: None,
                 };
                 let results =
                     validate_sframe(&elf, None, &args, plan, &mut |_| {}).unwrap_or_else(|e| panic!("{what}: {e}"));
@@ -112,6 +113,7 @@ fn signal_trampolines_are_named() {
             source: SframeSource::Own,
             one_run: true,
             kernel: &Default::default(),
+            perf_data: None,
         };
         let results = validate_sframe(&elf, None, &["sigexit".into()], plan, &mut |_| {}).unwrap();
         let r = &results["sframe"];

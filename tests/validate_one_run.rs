@@ -29,6 +29,7 @@ fn one_run_judges_each_unwinder_as_its_own_run_does() {
                         source: SframeSource::Own,
                         one_run: one,
                         kernel: &Default::default(),
+                        perf_data: None,
                     };
                     let results =
                         validate_sframe(&elf, None, &args, plan, &mut |_| {}).unwrap_or_else(|e| panic!("{what}: {e}"));

@@ -53,6 +53,18 @@ impl Arch {
         }
     }
 
+    /// How many user registers `perf record --call-graph dwarf` samples
+    /// (`PERF_REGS_MASK` of `tools/perf/arch/*/include/perf_regs.h`):
+    /// x86-64's 24 less the four segment registers, AArch64's x0–x30, SP
+    /// and PC, s390x's 16 GPRs, 16 FPRs, the PSW mask and PC.
+    pub fn perf_dwarf_regs(self) -> u32 {
+        match self {
+            Arch::X86_64 => 20,
+            Arch::Aarch64 => 33,
+            Arch::S390x => 34,
+        }
+    }
+
     /// The SFrame ABI of this architecture's user space.
     pub fn sframe_abi(self) -> Abi {
         match self {

@@ -59,6 +59,13 @@ pub(crate) struct GuestRun {
     pub(crate) exe: Vec<u8>,
     /// Its processes' forks, for the objects a child starts with.
     pub(crate) forks: Vec<crate::symbolise::Fork>,
+    /// When its emulator events happened, for perf.data's records: each
+    /// (length of the event list, virtual time, CPU) at a system call that
+    /// added events, in order (objects are mapped only by system calls,
+    /// and by the first load, at time 0).
+    pub(crate) clock: Vec<(usize, u64, usize)>,
+    /// Each exec's program name (`comm`): (model task, time, CPU, name).
+    pub(crate) comms: Vec<(Tid, u64, usize, Vec<u8>)>,
 }
 
 impl GuestRun {
@@ -158,10 +165,13 @@ pub(crate) fn set_up(g: &Guest, scenario: &Scenario, k: &mut Kernel) -> Result<G
         migrate_thread: None,
         slow_before_sleep: false,
         loader: crate::loader::Loader::default(),
+        clock: Vec::new(),
+        comms: vec![(tid, 0, g.cpu, crate::perf_data::comm_of(&exe))],
         exe,
         forks: Vec::new(),
     };
     let mut run = run;
+    run.clock.push((run.emu.events().len(), 0, g.cpu));
     // Exec registered what the first load mapped.
     run.loader.skip_to(run.emu.events(), emu::FIRST_PID);
     Ok(run)

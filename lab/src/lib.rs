@@ -54,6 +54,7 @@ pub mod html;
 mod judge;
 pub mod kdiff;
 pub mod loader;
+pub mod perf_data;
 mod log;
 pub mod profile;
 mod profile_parts;

@@ -175,6 +175,10 @@ pub struct Report {
     /// the run, with their functions.
     #[serde(skip)]
     pub symbols: BTreeMap<String, GuestSymbols>,
+    /// What the run's perf.data files are made of
+    /// ([`crate::perf_data`]).
+    #[serde(skip)]
+    pub perf: crate::perf_data::PerfCapture,
 }
 
 impl Report {

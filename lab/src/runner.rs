@@ -6,7 +6,6 @@
 use std::collections::BTreeMap;
 
 use kmodel::kernel::Kernel;
-use kmodel::tracer::{PerfRecord, UserChain};
 use kmodel::types::{EventLog, KernelOptions, SframeTableOptions};
 use kmodel::unwind::{Method, UnwindConfig};
 
@@ -234,10 +233,18 @@ fn symbols(run: &Run<'_>) -> BTreeMap<String, GuestSymbols> {
     out
 }
 
+/// Bytes the samples of every perf session would have written with `perf
+/// record --call-graph dwarf` (8 KiB of stack and the user registers each,
+/// the kernel callchain as it was; no deferred records).
+fn dwarf_baseline(tracers: &kmodel::tracer::Tracers, regs: u32) -> u64 {
+    tracers.perf.iter().flat_map(|s| s.buffers.iter().flatten()).map(|r| r.dwarf_bytes(regs, 8192)).sum()
+}
+
 /// The report of a finished run, and the stacks of its first `extra`
 /// extra unwinder orders: the perf records stitched once for all.
 fn report(mut run: Run<'_>, with_log: bool, extra: usize) -> (Report, Vec<crate::judge::Extra>) {
     let symbols = symbols(&run);
+    let perf = crate::perf_data::capture(&run);
     // Done with the model: its extra walks' traces move into the stacks,
     // and what the lab saw at each NMI into the samples.
     let mut walks = run.k.take_extra_walks();
@@ -248,15 +255,7 @@ fn report(mut run: Run<'_>, with_log: bool, extra: usize) -> (Report, Vec<crate:
     let k = &mut run.k;
     summary.samples = k.tracers().samples;
     summary.bytes_written = k.tracers().perf_bytes();
-    let copy_sample = PerfRecord::Sample {
-        time: 0,
-        cpu: 0,
-        tid: 0,
-        sample: 0,
-        kernel: &kmodel::tracer::KERNEL_IPS_IN_USER,
-        user: UserChain::Copied { bytes: 8192, ips: Vec::new() },
-    };
-    summary.bytes_copy_baseline = summary.samples * copy_sample.bytes();
+    summary.bytes_copy_baseline = dwarf_baseline(k.tracers(), run.scenario.machine.arch.perf_dwarf_regs());
     summary.unwinds = k.stats().unwinds;
     summary.task_faults = k.stats().task_faults;
     summary.nmi_would_fault = k.stats().nmi_walk_would_fault;
@@ -298,6 +297,7 @@ fn report(mut run: Run<'_>, with_log: bool, extra: usize) -> (Report, Vec<crate:
         log,
         kernel_events: run.k.take_events(),
         symbols,
+        perf,
     };
     report.expectation_failures = crate::judge::expectations(&report);
     (report, extras)

@@ -421,7 +421,9 @@ impl<'s> Run<'s> {
                 // this one, need nothing more). Then the new image's mm
                 // with its section, and its registers: what a pending
                 // request walks on the way out.
-                ProcessEvent::Exec { pid, tid: old, .. } => {
+                ProcessEvent::Exec { pid, tid: old, ref path } => {
+                    let comm = crate::perf_data::comm_of(path);
+                    guest.comms.push((tid, self.k.time(), guest.cpu_of(tid), comm));
                     if !self.k.threads_of(tid).is_empty() {
                         // The siblings' exits (and any pending unwind of
                         // theirs) read the old image, as the kernel's still
@@ -463,6 +465,11 @@ impl<'s> Run<'s> {
             let guest = &mut self.guests[g];
             let unregisters = self.scenario.kernel.loader_unregisters;
             guest.loader.after_syscall(&mut self.k, tid, how, unregisters, &mut guest.emu);
+        }
+        let guest = &mut self.guests[g];
+        let events = guest.emu.events().len();
+        if guest.clock.last().is_none_or(|&(at, ..)| at < events) {
+            guest.clock.push((events, self.k.time(), guest.cpu_of(tid)));
         }
         let mem = self.guests[g].emu.user_memory();
         self.k.return_to_user(tid, &mem);

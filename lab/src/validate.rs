@@ -119,7 +119,14 @@ pub fn validate(
         elf,
         root,
         args,
-        Plan { every, unwinders, source: SframeSource::Own, one_run: true, kernel: &Default::default() },
+        Plan {
+            every,
+            unwinders,
+            source: SframeSource::Own,
+            one_run: true,
+            kernel: &Default::default(),
+            perf_data: None,
+        },
         progress,
     )
 }
@@ -139,6 +146,9 @@ pub struct Plan<'u> {
     pub one_run: bool,
     /// Whose code runs `kernel/unwind/`.
     pub kernel: &'u crate::scenario::KernelChoice,
+    /// Write the first unwinder's run as perf.data here ([`crate::perf_data::write`]),
+    /// with this command line in its header.
+    pub perf_data: Option<(&'u Path, &'u [String])>,
 }
 
 /// [`validate`], judging the SFrame `plan.source` says, in one run or one
@@ -150,7 +160,7 @@ pub fn validate_sframe(
     plan: Plan<'_>,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<BTreeMap<String, UnwinderResult>, RunError> {
-    let Plan { every, unwinders, source, one_run, kernel: choice } = plan;
+    let Plan { every, unwinders, source, one_run, kernel: choice, perf_data } = plan;
     let name = elf.display().to_string();
     let bytes = std::fs::read(elf).map_err(|e| RunError::guest(&name, format!("{name}: {e}")))?;
     let image = emu::elf::Image::parse(&name, &bytes).map_err(|e| RunError::guest(&name, e))?;
@@ -227,6 +237,9 @@ pub fn validate_sframe(
     // own (a corrupt section was dropped), that unwinder gets its own run.
     let extra: Vec<Vec<Method>> = if one_run { rest.iter().map(|&u| vec![u]).collect() } else { Vec::new() };
     let (mut report, extras) = crate::runner::run_for_extra_stacks(&scenario(first), &extra, progress)?;
+    if let Some((path, cmdline)) = perf_data {
+        crate::perf_data::write(&report, path, cmdline).map_err(|e| RunError::Scenario(e.to_string()))?;
+    }
     out.insert(first.to_string(), result(&report, source, registration));
     let extras = extras.into_iter().map(Some).chain(std::iter::repeat_with(|| None));
     for (&unwinder, verdicts) in rest.iter().zip(extras) {

@@ -36,8 +36,41 @@ pub(crate) struct RunArgs {
     /// Write a Firefox Profiler profile (profiler.firefox.com).
     #[arg(long, value_name = "FILE")]
     firefox: Option<String>,
+    /// Write the perf.data a Linux 7.x kernel and `perf record --call-graph
+    /// fp,defer -a` would have written for the run, for perf 7.x (`perf
+    /// script`, `perf report --symfs ROOT`), hotspot and the Firefox
+    /// Profiler. With several perf tracers, one file each: FILE.NAME.
+    #[arg(long, value_name = "FILE")]
+    perf_data: Option<std::path::PathBuf>,
     #[command(flatten)]
     kernel: KernelArgs,
+}
+
+/// Checks before a run that `--perf-data`'s directory exists: a long run
+/// must not end in a file that cannot be written.
+pub(crate) fn check_perf_data_path(path: Option<&Path>) -> Result<(), String> {
+    let Some(path) = path else { return Ok(()) };
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if path.file_name().is_none() || path.is_dir() {
+        return Err(format!("--perf-data {}: not a file name", path.display()));
+    }
+    if !dir.is_dir() {
+        return Err(format!("--perf-data {}: no such directory {}", path.display(), dir.display()));
+    }
+    Ok(())
+}
+
+/// Writes `report`'s perf.data files (`--perf-data`), saying where.
+fn write_perf_data(report: &lab::Report, path: &Path) -> Result<(), String> {
+    let cmdline: Vec<String> = std::env::args().collect();
+    let paths = lab::perf_data::write(report, path, &cmdline).map_err(|e| e.to_string())?;
+    for p in paths {
+        eprintln!("unwindlab: wrote {}", p.display());
+    }
+    Ok(())
 }
 
 /// Whose code runs `kernel/unwind/` (`run`, `validate`, `demo`).
@@ -123,6 +156,14 @@ pub(crate) fn run(args: &RunArgs) -> i32 {
         }
     };
     args.kernel.choice().apply(&mut scenario.kernel);
+    if let Err(e) = check_perf_data_path(args.perf_data.as_deref()) {
+        eprintln!("unwindlab: {e}");
+        return EXIT_USAGE;
+    }
+    if args.perf_data.is_some() && !scenario.tracers.iter().any(|t| matches!(t, lab::scenario::Tracer::Perf { .. })) {
+        eprintln!("unwindlab: --perf-data: {name} has no perf tracer, so there is no perf.data to write");
+        return EXIT_USAGE;
+    }
     let report = match with_progress(|p| lab::run_with_progress(&scenario, p)) {
         Ok(r) => r,
         Err(e) => {
@@ -149,6 +190,12 @@ pub(crate) fn run(args: &RunArgs) -> i32 {
                 eprintln!("unwindlab: {path}: {e}");
                 return EXIT_USAGE;
             }
+        }
+    }
+    if let Some(path) = &args.perf_data {
+        if let Err(e) = write_perf_data(&report, path) {
+            eprintln!("unwindlab: {e}");
+            return EXIT_USAGE;
         }
     }
     if args.json {
@@ -232,6 +279,10 @@ pub(crate) struct ValidateArgs {
     /// and cause) to this file.
     #[arg(long, value_name = "FILE")]
     html: Option<std::path::PathBuf>,
+    /// Also write the run's perf.data (the first unwinder's deferred
+    /// callchains; see `run --perf-data`).
+    #[arg(long, value_name = "FILE")]
+    perf_data: Option<std::path::PathBuf>,
     #[command(flatten)]
     kernel: KernelArgs,
 }
@@ -246,6 +297,11 @@ pub(crate) fn run_validate(args: &ValidateArgs) -> i32 {
         None => vec![Method::Sframe, Method::Fp],
     };
     let choice = args.kernel.choice();
+    if let Err(e) = check_perf_data_path(args.perf_data.as_deref()) {
+        eprintln!("unwindlab: {e}");
+        return EXIT_USAGE;
+    }
+    let cmdline: Vec<String> = std::env::args().collect();
     let results = match with_progress(|p| {
         let (elf, root) = (Path::new(&args.elf), args.root.as_deref());
         let plan = lab::validate::Plan {
@@ -254,6 +310,7 @@ pub(crate) fn run_validate(args: &ValidateArgs) -> i32 {
             source: args.sframe,
             one_run: true,
             kernel: &choice,
+            perf_data: args.perf_data.as_deref().map(|p| (p, cmdline.as_slice())),
         };
         lab::validate::validate_sframe(elf, root, &args.args, plan, p)
     }) {

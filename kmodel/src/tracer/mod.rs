@@ -19,5 +19,5 @@ mod types;
 pub use self::stitch::{stitch, StitchedSample};
 pub use self::types::{
     BpfProgram, FtraceEntry, FtraceInstance, PerfRecord, PerfScope, PerfSession, Tracers, UserChain, UserStackMode,
-    KERNEL_IPS_IN_KERNEL, KERNEL_IPS_IN_USER, PERF_CONTEXT_USER_DEFERRED, PERF_RECORD_CALLCHAIN_DEFERRED,
+    KERNEL_IPS_IN_KERNEL, PERF_CONTEXT_USER_DEFERRED, PERF_RECORD_CALLCHAIN_DEFERRED,
 };

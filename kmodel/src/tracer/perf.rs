@@ -5,9 +5,7 @@
 //! classic in-NMI walk or stack copy), and the deferred callback writing
 //! `PERF_RECORD_CALLCHAIN_DEFERRED` on the CPU where it runs.
 
-use super::types::{
-    PerfRecord, PerfScope, PerfSession, UserChain, UserStackMode, KERNEL_IPS_IN_KERNEL, KERNEL_IPS_IN_USER,
-};
+use super::types::{PerfRecord, PerfScope, PerfSession, UserChain, UserStackMode, KERNEL_IPS_IN_KERNEL};
 use crate::event::EventKind;
 use crate::kernel::{Kernel, TaskState};
 use crate::memory::{copy_user, Access, CopiedStack, MemError, UserMemory};
@@ -65,10 +63,12 @@ impl Kernel {
         // (is_user_task(): an mm, not PF_KTHREAD) with user registers to
         // start from; otherwise the sample keeps its kernel callchain alone.
         let user = t.mm.is_some() && !t.kthread && t.regs.is_some();
-        let kernel: &'static [u64] = if t.kthread || (t.entries > 0 && t.state != TaskState::User) {
-            &KERNEL_IPS_IN_KERNEL
-        } else {
-            &KERNEL_IPS_IN_USER
+        let in_kernel = t.kthread || (t.entries > 0 && t.state != TaskState::User);
+        let kernel: &'static [u64] = if in_kernel { &KERNEL_IPS_IN_KERNEL } else { &[] };
+        // The interrupted instruction: the kernel's, or the user PC.
+        let ip = match &t.regs {
+            Some(regs) if !in_kernel => regs.pc,
+            _ => KERNEL_IPS_IN_KERNEL[0],
         };
         for s in 0..self.tracers.perf.len() {
             let session = &self.tracers.perf[s];
@@ -101,8 +101,9 @@ impl Kernel {
             let time = self.time;
             // perf_event_tid(): the pid as it is now (a non-leader's exec
             // changes it, de_thread()).
-            let pid = self.task(tid).pid;
-            self.write_perf(s, cpu, tid, PerfRecord::Sample { time, cpu, tid: pid, sample, kernel, user });
+            let (pid, tgid) = (self.task(tid).pid, self.task(tid).tgid);
+            let record = PerfRecord::Sample { time, cpu, tid: pid, tgid, ip, sample, kernel, user };
+            self.write_perf(s, cpu, tid, record);
         }
         // The BPF programs attached to the event run in its overflow handler.
         self.bpf_on_nmi(cpu);
@@ -160,7 +161,7 @@ impl Kernel {
         let view = CopiedStack { base: sp, bytes: &copy, rest: mem };
         let cfg = self.opts.unwind.clone();
         let trace = unwind_user(&regs, &view, &mut self.mms[mm.0].sframe, Access::Faultable, &cfg);
-        UserChain::Copied { bytes: copy.len() as u64, ips: trace.entries }
+        UserChain::Copied { bytes, regs: regs.arch.perf_dwarf_regs(), ips: trace.entries }
     }
 
     /// perf's deferred callback, if `work` is perf's: the user callchain,
@@ -178,8 +179,9 @@ impl Kernel {
                 && (session.scope == PerfScope::CpuWide || session.scope == PerfScope::Task(tid));
             if receives {
                 let time = self.time;
-                let pid = self.task(tid).pid;
-                self.write_perf(s, cpu, tid, PerfRecord::Deferred { time, cpu, tid: pid, cookie, ips: trace.to_vec() });
+                let (pid, tgid) = (self.task(tid).pid, self.task(tid).tgid);
+                let record = PerfRecord::Deferred { time, cpu, tid: pid, tgid, cookie, ips: trace.to_vec() };
+                self.write_perf(s, cpu, tid, record);
             }
         }
     }

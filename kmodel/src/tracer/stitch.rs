@@ -50,7 +50,7 @@ pub fn stitch(buffers: &[Vec<PerfRecord>]) -> Vec<StitchedSample> {
     let mut queue: Vec<StitchedSample> = Vec::new();
     for (_, buffer_cpu, _, record) in all {
         match record {
-            PerfRecord::Sample { time, cpu, tid, sample, kernel, user } => {
+            PerfRecord::Sample { time, cpu, tid, sample, kernel, user, .. } => {
                 let mut s = StitchedSample {
                     sample: *sample,
                     tid: *tid,

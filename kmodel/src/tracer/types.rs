@@ -12,10 +12,10 @@ use crate::types::{Cookie, Tid, WorkId};
 pub const PERF_CONTEXT_USER_DEFERRED: u64 = (-640i64) as u64;
 /// `PERF_RECORD_CALLCHAIN_DEFERRED`.
 pub const PERF_RECORD_CALLCHAIN_DEFERRED: u32 = 22;
-/// The synthetic kernel callchain of a sample taken in the kernel.
+/// The synthetic kernel callchain of a sample taken in the kernel. A
+/// sample taken in user mode has none (`get_perf_callchain()` walks the
+/// kernel stack only `if (kernel && !user_mode(regs))`).
 pub const KERNEL_IPS_IN_KERNEL: [u64; 2] = [0xffff_ffff_8100_1000, 0xffff_ffff_8100_2000];
-/// The synthetic kernel callchain of a sample taken in user mode.
-pub const KERNEL_IPS_IN_USER: [u64; 1] = [0xffff_ffff_8100_1000];
 
 /// How a tracer gets the user stack.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -57,8 +57,12 @@ pub enum UserChain {
     Ips(Vec<u64>),
     /// A raw stack copy (baseline); the IPs are what unwinding the copy gives.
     Copied {
-        /// Bytes copied.
+        /// Bytes of stack the record carries (the session's size: the
+        /// kernel writes them all, `dyn_size` saying how many are valid).
         bytes: u64,
+        /// User registers the record carries (`perf record --call-graph
+        /// dwarf`'s `sample_regs_user` for the architecture).
+        regs: u32,
         /// IPs from the copy.
         ips: Vec<u64>,
     },
@@ -76,11 +80,16 @@ pub enum PerfRecord {
         time: u64,
         /// CPU of the sample.
         cpu: usize,
-        /// Task.
+        /// Thread (`task_pid_nr()`).
         tid: Tid,
+        /// Its thread group (`task_tgid_nr()`).
+        tgid: Tid,
+        /// The interrupted instruction: the user PC, or the kernel's.
+        ip: u64,
         /// Sequence number of the sample (for verdicts).
         sample: u64,
-        /// Kernel part of the callchain (one of the model's fixed chains).
+        /// Kernel part of the callchain (the model's fixed chain when the
+        /// NMI hit the kernel; empty when it hit user mode).
         kernel: &'static [u64],
         /// User part.
         user: UserChain,
@@ -91,8 +100,10 @@ pub enum PerfRecord {
         time: u64,
         /// CPU where the callback ran.
         cpu: usize,
-        /// Task.
+        /// Thread (`task_pid_nr()`).
         tid: Tid,
+        /// Its thread group (`task_tgid_nr()`).
+        tgid: Tid,
         /// Cookie.
         cookie: Cookie,
         /// The user IPs.
@@ -101,20 +112,53 @@ pub enum PerfRecord {
 }
 
 impl PerfRecord {
-    /// Bytes the record takes in the ring buffer (perf's layout: 8-byte
-    /// header, u64 fields, callchain entries, `sample_id` trailer of 24).
-    pub fn bytes(&self) -> u64 {
+    /// When it was written.
+    pub fn time(&self) -> u64 {
         match self {
-            PerfRecord::Sample { kernel, user, .. } => {
-                let user_words = match user {
-                    UserChain::Deferred { .. } => 2,
-                    UserChain::Ips(ips) => 1 + ips.len() as u64,
-                    UserChain::Copied { bytes, .. } => 1 + 8 + 1 + bytes.div_ceil(8),
-                    UserChain::None => 0,
-                };
-                8 + 8 * (4 + 1 + 1 + kernel.len() as u64 + user_words)
+            PerfRecord::Sample { time, .. } | PerfRecord::Deferred { time, .. } => *time,
+        }
+    }
+
+    /// The record's callchain entries (context markers included) and, for
+    /// a stack copy, its registers and stack bytes.
+    fn callchain_len(kernel: &[u64], user: &UserChain) -> usize {
+        let kernel = if kernel.is_empty() { 0 } else { 1 + kernel.len() };
+        kernel
+            + match user {
+                UserChain::Deferred { .. } => 2,
+                UserChain::Ips(ips) => 1 + ips.len(),
+                // --call-graph dwarf: exclude_callchain_user.
+                UserChain::Copied { .. } | UserChain::None => 0,
             }
-            PerfRecord::Deferred { ips, .. } => 8 + 8 * (2 + ips.len() as u64) + 24,
+    }
+
+    /// Bytes the record takes in the ring buffer, and in perf.data: the
+    /// layout of `perf record --call-graph fp,defer -a` (`perfdata`), or of
+    /// `--call-graph dwarf` for a stack copy.
+    pub fn bytes(&self) -> u64 {
+        let bytes = match self {
+            PerfRecord::Sample { kernel, user, .. } => {
+                let chain = Self::callchain_len(kernel, user);
+                match user {
+                    UserChain::Copied { bytes, regs, .. } => perfdata::dwarf_sample_bytes(chain, *regs, *bytes),
+                    _ => perfdata::sample_bytes(chain),
+                }
+            }
+            PerfRecord::Deferred { ips, .. } => perfdata::deferred_bytes(ips.len()),
+        };
+        bytes as u64
+    }
+
+    /// Bytes a sample would have taken with `perf record --call-graph
+    /// dwarf` copying `stack` bytes and `regs` registers (its kernel
+    /// callchain as it is); 0 for a deferred record, which that mode has not.
+    pub fn dwarf_bytes(&self, regs: u32, stack: u64) -> u64 {
+        match self {
+            PerfRecord::Sample { kernel, .. } => {
+                let chain = Self::callchain_len(kernel, &UserChain::None);
+                perfdata::dwarf_sample_bytes(chain, regs, stack) as u64
+            }
+            PerfRecord::Deferred { .. } => 0,
         }
     }
 }
