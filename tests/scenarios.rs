@@ -71,7 +71,12 @@ fn every_scenario_runs_deterministically_and_matches_its_snapshot() {
         insta::assert_snapshot!(name, format!("{account}\n--- key events ---\n{}", key_events(&report.log)));
     }
     for (arch, (scenarios, c)) in &oracle {
-        eprintln!(
+        // Straight to stderr, past the test harness's capture: `make test`
+        // shows how much perf compared.
+        use std::io::Write as _;
+        let _ =
+            writeln!(
+            std::io::stderr(),
             "perf 7.x oracle, {arch}: {scenarios} scenarios, {} samples stitched as the lab does ({} never stitched, \
              shown with their cookie), {} deferred records as written",
             c.samples, c.unstitched, c.deferred

@@ -166,7 +166,7 @@ pub(crate) fn set_up(g: &Guest, scenario: &Scenario, k: &mut Kernel) -> Result<G
         slow_before_sleep: false,
         loader: crate::loader::Loader::default(),
         clock: Vec::new(),
-        comms: vec![(tid, 0, g.cpu, crate::perf_data::comm_of(&exe))],
+        comms: vec![(tid, 0, g.cpu, comm_of(&exe))],
         exe,
         forks: Vec::new(),
     };
@@ -217,4 +217,11 @@ fn load(g: &Guest, config: Config) -> Result<Emulator, RunError> {
         }
     }
     Emulator::new(&g.path.display().to_string(), &bytes, config).map_err(|e| RunError::guest(&g.name, e))
+}
+
+/// The `comm` of a program at guest path `path`: its file name, at most 15
+/// bytes (`__set_task_comm()`).
+pub(crate) fn comm_of(path: &[u8]) -> Vec<u8> {
+    let name = path.rsplit(|&b| b == b'/').next().unwrap_or(path);
+    name[..name.len().min(15)].to_vec()
 }

@@ -21,6 +21,7 @@ use kmodel::tracer::{PerfRecord, UserChain, UserStackMode};
 use kmodel::types::Tid;
 use perfdata::{flag, Attr, BuildId, Endian, Event, Features, FileIdentity, PerfData, Record, SampleId};
 
+use crate::perf_capture::{CapturedSession, PerfCapture, Sideband};
 use crate::report::Report;
 
 /// The kernel text mapping perf record synthesizes, which the model's
@@ -33,65 +34,6 @@ const KERNEL_BUILD_ID: [u8; 20] = *b"unwindlab-kmodel-7.3";
 const ID_BASE: u64 = 100;
 /// A FINISHED_ROUND after at least this many records (at a change of time).
 const ROUND: usize = 4096;
-
-/// A side-band record: not a session's, every session's file has it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Sideband {
-    /// `PERF_RECORD_FORK`.
-    Fork { ppid: u32, ptid: u32 },
-    /// `PERF_RECORD_COMM` (`exec`: by an exec, else synthesized at start).
-    Comm { comm: Vec<u8>, exec: bool },
-    /// `PERF_RECORD_MMAP2` of an executable segment.
-    Mmap { addr: u64, len: u64, pgoff: u64, file: FileIdentity, path: Vec<u8> },
-    /// `PERF_RECORD_EXIT`.
-    Exit { ppid: u32, ptid: u32 },
-}
-
-impl Sideband {
-    /// Order among records of the same time: a task is forked, named and
-    /// mapped before its samples; its exit comes after its last deferred
-    /// record (`do_exit()` runs the unwind before `perf_event_exit_task()`).
-    fn rank(&self) -> u8 {
-        match self {
-            Sideband::Fork { .. } => 0,
-            Sideband::Comm { .. } => 1,
-            Sideband::Mmap { .. } => 2,
-            Sideband::Exit { .. } => 4,
-        }
-    }
-}
-
-/// One perf session's part of a run.
-#[derive(Debug, Clone)]
-pub struct CapturedSession {
-    /// The tracer's name.
-    pub name: String,
-    /// How it gets user stacks.
-    pub mode: UserStackMode,
-    /// Its sampling period (instructions).
-    pub period: u64,
-    /// Its records with the CPU whose buffer had them, in the order perf
-    /// reads them back: by time, then CPU, then buffer order.
-    pub records: Vec<(usize, PerfRecord)>,
-}
-
-/// What a run's perf.data files are made of ([`capture`]).
-#[derive(Debug, Clone, Default)]
-pub struct PerfCapture {
-    /// The perf sessions.
-    pub sessions: Vec<CapturedSession>,
-    /// Side-band records: (time, CPU, pid, tid, record), by time.
-    sideband: Vec<(u64, usize, u32, u32, Sideband)>,
-    /// Build-ids of the objects mapped: (path, build-id), by path.
-    build_ids: BTreeMap<Vec<u8>, Vec<u8>>,
-}
-
-/// The `comm` of a program at guest path `path`: its file name, at most 15
-/// bytes (`__set_task_comm()`).
-pub(crate) fn comm_of(path: &[u8]) -> Vec<u8> {
-    let name = path.rsplit(|&b| b == b'/').next().unwrap_or(path);
-    name[..name.len().min(15)].to_vec()
-}
 
 /// Where on the host the file a guest mapped at guest path `path` is: its
 /// program (`/guests/NAME` to the guest) is the scenario's file, another

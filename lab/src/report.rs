@@ -176,9 +176,9 @@ pub struct Report {
     #[serde(skip)]
     pub symbols: BTreeMap<String, GuestSymbols>,
     /// What the run's perf.data files are made of
-    /// ([`crate::perf_data`]).
+    /// ([`crate::perf_capture`]).
     #[serde(skip)]
-    pub perf: crate::perf_data::PerfCapture,
+    pub perf: crate::perf_capture::PerfCapture,
 }
 
 impl Report {

@@ -237,7 +237,12 @@ fn symbols(run: &Run<'_>) -> BTreeMap<String, GuestSymbols> {
 /// record --call-graph dwarf` (8 KiB of stack and the user registers each,
 /// the kernel callchain as it was; no deferred records).
 fn dwarf_baseline(tracers: &kmodel::tracer::Tracers, regs: u32) -> u64 {
-    tracers.perf.iter().flat_map(|s| s.buffers.iter().flatten()).map(|r| r.dwarf_bytes(regs, 8192)).sum()
+    tracers
+        .perf
+        .iter()
+        .flat_map(|s| s.buffers.iter().flatten())
+        .map(|r| r.dwarf_bytes(regs, 8192))
+        .fold(0, u64::saturating_add)
 }
 
 /// The report of a finished run, and the stacks of its first `extra`

@@ -422,7 +422,7 @@ impl<'s> Run<'s> {
                 // with its section, and its registers: what a pending
                 // request walks on the way out.
                 ProcessEvent::Exec { pid, tid: old, ref path } => {
-                    let comm = crate::perf_data::comm_of(path);
+                    let comm = crate::guest::comm_of(path);
                     guest.comms.push((tid, self.k.time(), guest.cpu_of(tid), comm));
                     if !self.k.threads_of(tid).is_empty() {
                         // The siblings' exits (and any pending unwind of

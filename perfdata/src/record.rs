@@ -154,12 +154,18 @@ pub const fn deferred_bytes(nr: usize) -> usize {
 /// instead: the same fields and kernel callchain, then `PERF_SAMPLE_REGS_USER`
 /// (the ABI word and `regs` registers) and `PERF_SAMPLE_STACK_USER` (its
 /// size, `stack` bytes, the size copied), the 8 KiB stack copy by default.
+/// Saturates rather than overflow for a size no kernel accepts
+/// (`sample_stack_user` must be below 64 KiB).
 pub const fn dwarf_sample_bytes(chain: usize, regs: u32, stack: u64) -> usize {
-    sample_bytes(chain) + 8 + 8 * regs as usize + 8 + stack as usize + 8
+    let fixed = sample_bytes(chain) + 8 + 8 * regs as usize + 8 + 8;
+    let stack = if stack > usize::MAX as u64 { usize::MAX } else { stack as usize };
+    fixed.saturating_add(stack)
 }
 
-/// Bytes of the `struct sample_id` trailer: pid/tid, time, cpu, identifier.
-const SAMPLE_ID_BYTES: usize = 24;
+/// Bytes of the `struct sample_id` trailer (the kernel's `id_header_size`
+/// for `TID | TIME | CPU | IDENTIFIER`): `{u32 pid, tid}`, `{u64 time}`,
+/// `{u32 cpu, res}`, `{u64 id}`.
+const SAMPLE_ID_BYTES: usize = 32;
 
 impl Record {
     /// Appends the record to `out`. `trailer`: the event has `sample_id_all`

@@ -275,6 +275,7 @@ impl Tracers {
 
     /// Bytes written to all perf buffers.
     pub fn perf_bytes(&self) -> u64 {
-        self.perf.iter().flat_map(|s| s.buffers.iter().flatten()).map(PerfRecord::bytes).sum()
+        // Saturating: a stack-copy size no kernel accepts must not panic.
+        self.perf.iter().flat_map(|s| s.buffers.iter().flatten()).map(PerfRecord::bytes).fold(0, u64::saturating_add)
     }
 }
