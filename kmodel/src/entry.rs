@@ -193,11 +193,12 @@ impl Kernel {
                 t.regs = Some(regs);
             }
         }
-        let nested = self.cpus[cpu].in_nmi;
+        let nested = (self.cpus[cpu].in_nmi, self.cpus[cpu].nmi_from_user);
         self.cpus[cpu].in_nmi = true;
+        self.cpus[cpu].nmi_from_user = from_user;
         self.log(cpu, tid, EventKind::NmiEnter { from_user });
         handler(self);
-        self.cpus[cpu].in_nmi = nested;
+        (self.cpus[cpu].in_nmi, self.cpus[cpu].nmi_from_user) = nested;
         self.log(cpu, tid, EventKind::NmiExit);
         if from_user {
             let tid = tid.expect("checked");

@@ -122,6 +122,10 @@ pub struct Cpu {
     pub current: Option<Tid>,
     /// In NMI context.
     pub in_nmi: bool,
+    /// The NMI being handled interrupted user mode (`user_mode(regs)` of
+    /// its registers): perf's sample then has no kernel callchain and the
+    /// user PC as its IP.
+    pub nmi_from_user: bool,
     /// A hard irq_work is queued (the `TWA_NMI_CURRENT` self-IPI).
     pub irq_work: bool,
 }

@@ -7,7 +7,7 @@
 
 use super::types::{PerfRecord, PerfScope, PerfSession, UserChain, UserStackMode, KERNEL_IPS_IN_KERNEL};
 use crate::event::EventKind;
-use crate::kernel::{Kernel, TaskState};
+use crate::kernel::Kernel;
 use crate::memory::{copy_user, Access, CopiedStack, MemError, UserMemory};
 use crate::types::{Cookie, Tid, WorkId, EINVAL};
 use crate::unwind::{unwind_user, unwind_user_dry_run, Method};
@@ -63,7 +63,9 @@ impl Kernel {
         // (is_user_task(): an mm, not PF_KTHREAD) with user registers to
         // start from; otherwise the sample keeps its kernel callchain alone.
         let user = t.mm.is_some() && !t.kthread && t.regs.is_some();
-        let in_kernel = t.kthread || (t.entries > 0 && t.state != TaskState::User);
+        // The NMI's entry has already marked a user task as in the kernel:
+        // where it was interrupted is the NMI's to say.
+        let in_kernel = !self.cpus[cpu].nmi_from_user;
         let kernel: &'static [u64] = if in_kernel { &KERNEL_IPS_IN_KERNEL } else { &[] };
         // The interrupted instruction: the kernel's, or the user PC.
         let ip = match &t.regs {
