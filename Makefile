@@ -10,7 +10,7 @@ FUZZ_SECONDS ?= 600
 # The Debian packages the build and the tests need are named, each with its
 # reason, in scripts/debian-packages.txt (installed without Recommends).
 
-.PHONY: all deps preflight build run test lint fuzz bench-sframe bench-walk bench-kmodel bench-emu bench-validate bench-perf-data clean
+.PHONY: all deps preflight build run test lint fuzz bench-sframe bench-walk bench-kmodel bench-emu bench-validate bench-perf-data bench-exec clean
 
 all: deps preflight build run
 
@@ -76,6 +76,11 @@ bench-emu:
 # architectures, side by side in one run.
 bench-validate: deps build
 	scripts/bench-validate.sh
+
+# unwindlab exec against qemu-user on Debian's programs (bash forks, xz -T2,
+# sort), three architectures, side by side, with and without ground truth.
+bench-exec: deps build
+	python3 scripts/bench-exec.py target/release/unwindlab
 
 # perf.data bytes per sample, deferred callchains against --call-graph
 # dwarf's 8 KiB stack copies, on the same runs (shallow to 1,000 deep).

@@ -3,6 +3,7 @@
 //! flow ids paired), and folded stacks are well formed.
 
 mod common;
+mod perf_data;
 
 use std::collections::BTreeMap;
 

@@ -4,6 +4,8 @@
 //! replays to an identical log. Then one regression test per input that
 //! used to panic, hang or exhaust memory.
 
+mod perf_data_roundtrip;
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use lab::fuzz::{exercise, exercise_text, Outcome, FILE};

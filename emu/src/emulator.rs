@@ -431,15 +431,16 @@ impl Emulator {
     /// The ground truth: the return addresses of the calls in progress, as an
     /// exact unwinder lists them after the current PC, innermost first. A
     /// signal handler's frame contributes its sigreturn trampoline and then
-    /// the interrupted PC (see [`ShadowStack::return_addresses`]). Empty with
-    /// [`Tracking::Off`].
+    /// the interrupted PC (see [`ShadowStack::return_addresses`]). Empty
+    /// below [`Tracking::Blocks`].
     pub fn ground_truth(&self) -> Vec<u64> {
         self.tracker().stack.return_addresses()
     }
 
-    /// The ground-truth stack itself, frame by frame (`None` with [`Tracking::Off`]).
+    /// The ground-truth stack itself, frame by frame (`None` below
+    /// [`Tracking::Blocks`]).
     pub fn shadow_stack(&self) -> Option<&ShadowStack> {
-        (self.tracking() != Tracking::Off).then(|| &self.tracker().stack)
+        (self.tracking() >= Tracking::Blocks).then(|| &self.tracker().stack)
     }
 
     /// The per-instruction reference for [`Emulator::ground_truth`]

@@ -75,8 +75,13 @@ pub enum Tracking {
     /// 0 (so the virtual clock advances only by sleeping), instruction-count
     /// limits are refused and there is no ground truth.
     Off,
-    /// A hook per block: exact instruction count and stops, and the
-    /// ground-truth return-address stack.
+    /// A hook per block: exact instruction count and stops, and nothing
+    /// else: what a run needs to be deterministic (the virtual clock, the
+    /// scheduler's quanta) when nobody reads the ground truth (`unwindlab
+    /// exec`). Every block counts as ending in a plain instruction, so the
+    /// hook never leaves its fast path to follow calls and returns.
+    Count,
+    /// As [`Tracking::Count`], and the ground-truth return-address stack.
     #[default]
     Blocks,
     /// As [`Tracking::Blocks`], plus the per-instruction reference stack and
@@ -465,7 +470,9 @@ impl Tracker {
         let info = &self.infos[index as usize];
         // Unicorn's blocks hold at most 512 instructions.
         let len = u16::try_from(info.starts.len()).unwrap_or(u16::MAX);
-        self.table[slot(addr)] = Slot { addr, size, len, flow: info.last.flow, conditional: info.last.conditional };
+        // Counting alone: no transfer is ever retired onto the stack.
+        let flow = if self.mode == Tracking::Count { Flow::Plain } else { info.last.flow };
+        self.table[slot(addr)] = Slot { addr, size, len, flow, conditional: info.last.conditional };
     }
 }
 

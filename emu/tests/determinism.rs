@@ -1,11 +1,13 @@
 //! Runs are deterministic: stopping every N instructions gives the same
 //! (PC, SP, instruction count) sequence in two runs, stopping does not change
 //! what the program does or how many instructions it executes, and the
-//! virtual clock and random bytes depend on nothing outside the emulator.
+//! virtual clock and random bytes depend on nothing outside the emulator;
+//! counting alone (`Tracking::Count`, what `unwindlab exec` runs with)
+//! stops, counts and behaves exactly as the ground-truth mode does.
 
 mod common;
 
-use emu::{Arch, Emulator, RunLimit, Stop};
+use emu::{Arch, Emulator, RunLimit, Stop, Tracking};
 use std::path::Path;
 
 /// What a run did: its stop points (PC, SP, instruction count), the final
@@ -20,7 +22,13 @@ struct Trace {
 
 /// Runs to the end, stopping every `period` instructions.
 fn trace(exe: &Path, period: Option<u64>) -> Trace {
-    let mut emu = Emulator::load(exe, common::config(exe, &["a"], b"")).expect("load");
+    trace_with(exe, period, Tracking::Blocks)
+}
+
+/// [`trace`] with `tracking`.
+fn trace_with(exe: &Path, period: Option<u64>, tracking: Tracking) -> Trace {
+    let config = emu::Config { tracking, ..common::config(exe, &["a"], b"") };
+    let mut emu = Emulator::load(exe, config).expect("load");
     let mut points = Vec::new();
     loop {
         let limit = match period {
@@ -99,5 +107,23 @@ fn virtual_time_follows_instructions_and_sleeps() {
         let slept = 1_028_000_000;
         assert!(emu.virtual_time_ns() >= slept, "{arch}: {}", emu.virtual_time_ns());
         assert!(emu.virtual_time_ns() < slept + emu.icount() + 1_000_000, "{arch}: {}", emu.virtual_time_ns());
+    }
+}
+
+#[test]
+fn counting_alone_runs_as_the_ground_truth_mode_does() {
+    for arch in Arch::ALL {
+        for program in ["recursion", "procs"] {
+            let Some(exe) = common::build(program, arch, &[]) else { continue };
+            // Every stop's PC, SP and count, the final count and the outcome.
+            let truth = trace_with(&exe, Some(10_007), Tracking::Blocks);
+            let count = trace_with(&exe, Some(10_007), Tracking::Count);
+            assert_eq!(count, truth, "{arch} {program}, stopping every 10,007 instructions: counting alone differs");
+            let mut emu =
+                Emulator::load(&exe, emu::Config { tracking: Tracking::Count, ..common::config(&exe, &["a"], b"") })
+                    .expect("load");
+            emu.run_to_exit().expect("run");
+            assert!(emu.shadow_stack().is_none(), "{arch} {program}: no ground truth is kept when counting alone");
+        }
     }
 }

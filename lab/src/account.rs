@@ -39,6 +39,12 @@ impl Report {
         for (why, n) in &s.lost_reasons {
             out += &format!("    lost {n}: {why}\n");
         }
+        if s.unstitched > 0 {
+            out += &format!(
+                "    never stitched: {} deferred samples (perf script prints each with its cookie as the last frame)\n",
+                s.unstitched
+            );
+        }
         out += &format!(
             "  kernel: {} requests queued, {} joined a pending unwind, {} refused; {} unwinds in task context ({} page faults)\n",
             s.requests[0], s.requests[1], s.requests[2], s.unwinds, s.task_faults

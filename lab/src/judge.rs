@@ -250,6 +250,9 @@ pub(crate) fn judge_run(
             }
             let verdict = verdict(&s.user);
             tally(&mut summary, &verdict);
+            // Its record never came, or came with another cookie: perf's
+            // tool prints the sample with the cookie as its last frame.
+            summary.unstitched += u64::from(s.user.is_none() && s.cookie.is_some());
             readers[at] -= 1;
             let info = &mut taken[at].1;
             let call_sps = match readers[at] {

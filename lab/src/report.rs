@@ -120,6 +120,10 @@ pub struct Summary {
     pub lost: u64,
     /// Lost stacks by reason.
     pub lost_reasons: BTreeMap<String, u64>,
+    /// Deferred samples never stitched (their record never came, or came
+    /// with another cookie): `perf script` prints each with its cookie as
+    /// the last frame.
+    pub unstitched: u64,
     /// Bytes written to perf buffers.
     pub bytes_written: u64,
     /// Bytes copying 8 KiB of stack per sample would have written.

@@ -58,6 +58,11 @@ pub(crate) fn run(args: ExecArgs) -> i32 {
             return EXIT_USAGE;
         }
     }
+    // Benchmarks only (scripts/bench-exec.py): the ground truth kept as a
+    // scenario's run keeps it, to measure what counting alone saves.
+    if std::env::var_os("UNWINDLAB_EXEC_GROUND_TRUTH").is_some() {
+        config.tracking = emu::Tracking::Blocks;
+    }
     config.root = Some(args.root);
     config.prefix = args.prefix;
     // The proposed registration calls at the lab's numbers: a trace names

@@ -1,6 +1,6 @@
 // Reading a perf.data file back with `linux-perf-data`, an independent
 // reader, in the writer's terms: shared by perfdata/tests/read_back.rs and
-// tests/perf_data_roundtrip.rs (`include!`d, so it is part of each test
+// tests/perf_data_roundtrip/mod.rs (`include!`d, so it is part of each test
 // crate's root; see read_back.rs for where that reader stops).
 
 use std::io::Cursor;

@@ -12,7 +12,8 @@
 //! IPs), the cookie and IPs of each deferred record, their count, and the
 //! byte order of the architecture (s390x big-endian). A `copy_stack`
 //! session is refused (`PerfDataError::Session`), a run without perf has
-//! no file (`PerfDataError::NoPerf`).
+//! no file (`PerfDataError::NoPerf`). (A module of `tests/scenario_fuzz.rs`,
+//! whose generator it shares.)
 //!
 //! Where the reader stops (it does not know record type 22, keeps only the
 //! attribute flags it names, and does not undo a big-endian file's bitfield
@@ -33,7 +34,7 @@ use lab::fuzz::{confine, input, Input, FILE};
 use lab::perf_data::{file, write, PerfDataError};
 use lab::report::Report;
 use lab::scenario::{Action, Scenario, Tracer};
-include!("../perfdata/tests/support/reader.rs");
+include!("../../perfdata/tests/support/reader.rs");
 
 /// `sample_id_all`, `defer_callchain`, `defer_output`.
 const SAMPLE_ID_ALL: u64 = 1 << 18;

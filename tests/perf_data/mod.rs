@@ -3,13 +3,12 @@
 //! architecture without a warning, names the guest's functions from the
 //! files its MMAP2 records point to, and shows the machine it came from;
 //! bad requests get one line and status 2, and leave no file behind.
-
-mod common;
+//! (A module of `tests/exports.rs`: perf.data is one of a run's exports.)
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::unwindlab;
+use crate::common::unwindlab;
 
 fn scenario(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios").join(name).display().to_string()
