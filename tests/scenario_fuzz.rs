@@ -17,7 +17,12 @@ const INPUTS: u64 = 800;
 
 /// `len` deterministic pseudo-random bytes for `seed` (SplitMix64).
 fn bytes(seed: u64, len: usize) -> Vec<u8> {
-    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x5eed;
+    salted_bytes(seed, 0x5eed, len)
+}
+
+/// [`bytes`] with another `salt`: another stream for the same seeds.
+fn salted_bytes(seed: u64, salt: u64, len: usize) -> Vec<u8> {
+    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ salt;
     let mut out = Vec::with_capacity(len + 8);
     while out.len() < len {
         state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use kmodel::arch::Arch;
 use kmodel::event::EventKind;
-use kmodel::tracer::{PerfRecord, UserChain, UserStackMode};
+use kmodel::tracer::{read_order, PerfRecord, UserChain, UserStackMode};
 use kmodel::types::Tid;
 use perfdata::{flag, Attr, BuildId, Endian, Event, Features, FileIdentity, PerfData, Record, SampleId};
 
@@ -58,11 +58,6 @@ pub(crate) fn capture(run: &crate::schedule::Run<'_>) -> PerfCapture {
     let k = &run.k;
     let mut out = PerfCapture::default();
     for session in &k.tracers().perf {
-        let mut records: Vec<(u64, usize, usize, &PerfRecord)> = Vec::new();
-        for (cpu, buffer) in session.buffers.iter().enumerate() {
-            records.extend(buffer.iter().enumerate().map(|(i, r)| (r.time(), cpu, i, r)));
-        }
-        records.sort_by_key(|&(time, cpu, i, _)| (time, cpu, i));
         let period = run
             .scenario
             .tracers
@@ -77,7 +72,7 @@ pub(crate) fn capture(run: &crate::schedule::Run<'_>) -> PerfCapture {
             name: session.name.to_string(),
             mode: session.mode,
             period,
-            records: records.into_iter().map(|(_, cpu, _, r)| (cpu, r.clone())).collect(),
+            records: read_order(&session.buffers).into_iter().map(|(cpu, r)| (cpu, r.clone())).collect(),
         });
     }
     // The user-visible pid and tid of a model task (its thread ID as it is

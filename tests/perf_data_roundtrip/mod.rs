@@ -55,16 +55,7 @@ const CMDLINE: [&str; 5] = ["unwindlab", "run", FILE, "--perf-data", "perf.data"
 /// tests/scenario_fuzz.rs), the first choosing a generated scenario (not
 /// raw text, a mutation or an ELF file: `lab::fuzz::input`).
 fn bytes(seed: u64, len: usize) -> Vec<u8> {
-    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x9e4f_da7a;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        out.extend_from_slice(&(z ^ (z >> 31)).to_le_bytes());
-    }
-    out.truncate(len);
+    let mut out = super::salted_bytes(seed, 0x9e4f_da7a, len);
     out[0] = (out[0] & !7) | 4 | (out[0] & 3);
     out
 }

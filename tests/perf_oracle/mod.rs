@@ -122,8 +122,9 @@ pub fn check(report: &lab::Report, dir: &Path) -> Compared {
         for (cpu, r) in &session.records {
             buffers[*cpu].push(r.clone());
         }
-        let mut ours: Vec<Printed> = stitch(&buffers)
-            .into_iter()
+        let stitched = stitch(&buffers);
+        let mut ours: Vec<Printed> = stitched
+            .iter()
             .map(|s| {
                 let mut frames = s.kernel.clone();
                 match (&s.user, s.cookie) {
@@ -149,7 +150,6 @@ pub fn check(report: &lab::Report, dir: &Path) -> Compared {
             first_difference(&ours, &perfs)
         );
         compared.samples += ours.len();
-        let stitched = stitch(&buffers);
         let unstitched = stitched.iter().filter(|s| s.user.is_none() && s.cookie.is_some()).count();
         compared.unstitched += unstitched;
         // The report counts the samples perf prints with their cookie.
@@ -185,7 +185,7 @@ pub fn check(report: &lab::Report, dir: &Path) -> Compared {
         );
         compared.deferred += raw.iter().filter(|p| p.deferred.is_some()).count();
         // The report judged what the stitcher delivered.
-        let by_number: BTreeMap<u64, _> = stitch(&buffers).into_iter().map(|s| (s.sample, s)).collect();
+        let by_number: BTreeMap<u64, _> = stitched.iter().map(|s| (s.sample, s)).collect();
         for s in report.samples.iter().filter(|s| s.tracer == session.name) {
             if let Some(st) = by_number.get(&s.sample) {
                 assert_eq!(

@@ -16,7 +16,7 @@ mod perf;
 mod stitch;
 mod types;
 
-pub use self::stitch::{stitch, StitchedSample};
+pub use self::stitch::{read_order, stitch, StitchedSample};
 pub use self::types::{
     BpfProgram, FtraceEntry, FtraceInstance, PerfRecord, PerfScope, PerfSession, Tracers, UserChain, UserStackMode,
     KERNEL_IPS_IN_KERNEL, PERF_CONTEXT_USER_DEFERRED, PERF_RECORD_CALLCHAIN_DEFERRED,

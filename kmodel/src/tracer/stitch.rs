@@ -29,26 +29,28 @@ pub struct StitchedSample {
     pub deferred_cpu: Option<usize>,
 }
 
+/// Every record of `buffers` (per CPU) with the CPU whose buffer held it,
+/// in the order the perf tool reads them back: by time, then CPU, then
+/// buffer order (`perf record` drains the buffers CPU by CPU; the tool's
+/// ordered events keep file order for equal times).
+pub fn read_order(buffers: &[Vec<PerfRecord>]) -> Vec<(usize, &PerfRecord)> {
+    let mut all: Vec<(u64, usize, usize, &PerfRecord)> = Vec::new();
+    for (cpu, buffer) in buffers.iter().enumerate() {
+        all.extend(buffer.iter().enumerate().map(|(i, r)| (r.time(), cpu, i, r)));
+    }
+    all.sort_by_key(|&(time, cpu, i, _)| (time, cpu, i));
+    all.into_iter().map(|(_, cpu, _, r)| (cpu, r)).collect()
+}
+
 /// Joins deferred callchains to their samples across all per-CPU buffers,
 /// as the perf tool does: records in time order; deferred samples queue;
 /// a deferred record delivers every queued sample of the same task, merged
 /// if the cookie matches; what is still queued at the end is delivered
 /// without a user stack.
 pub fn stitch(buffers: &[Vec<PerfRecord>]) -> Vec<StitchedSample> {
-    let mut all: Vec<(u64, usize, usize, &PerfRecord)> = Vec::new();
-    for (cpu, buffer) in buffers.iter().enumerate() {
-        for (i, r) in buffer.iter().enumerate() {
-            let time = match r {
-                PerfRecord::Sample { time, .. } | PerfRecord::Deferred { time, .. } => *time,
-            };
-            all.push((time, cpu, i, r));
-        }
-    }
-    // Time order; within a CPU, buffer order (records with equal times).
-    all.sort_by_key(|&(time, cpu, i, _)| (time, cpu, i));
     let mut out = Vec::new();
     let mut queue: Vec<StitchedSample> = Vec::new();
-    for (_, buffer_cpu, _, record) in all {
+    for (buffer_cpu, record) in read_order(buffers) {
         match record {
             PerfRecord::Sample { time, cpu, tid, sample, kernel, user, .. } => {
                 let mut s = StitchedSample {
