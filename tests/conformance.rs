@@ -45,8 +45,9 @@
 //! * `UNWINDLAB_CONFORMANCE_STRICT=1`  ignore the expected-failures list (every diff shown)
 //! * `UNWINDLAB_CONFORMANCE_TIMEOUT=SECONDS`  per run (default 20)
 //! * `UNWINDLAB_CONFORMANCE_BUDGET=SECONDS`  for each table (default 240 static, 120 dynamic, 120 and 60
-//!   for the `/dev/fd` tables): past it,
-//!   each run gets at most a second, so hung lines cannot eat CI's time
+//!   for the `/dev/fd` tables), in CPU seconds per parallel run (what its runs used, divided by the
+//!   parallel runs; wall-clock time on a machine whose CPUs are stolen would cut healthy runs): past
+//!   it, each run gets at most a second, so hung lines cannot eat CI's time
 //! * `UNWINDLAB_CONFORMANCE_JOBS=N`  parallel runs (default: the number of CPUs)
 //! * `UNWINDLAB_CONFORMANCE_AUDIT=1`  also check each foreign line's choice of reference
 //! * `UNWINDLAB_DEBIAN_CACHE=DIR`  the cache (default `${XDG_CACHE_HOME:-~/.cache}/unwindlab/debian`)
@@ -1063,8 +1064,45 @@ struct Suite {
     /// runs under it (amd64 only for the dynamic table).
     qemu: BTreeMap<Arch, PathBuf>,
     timeout: Duration,
-    /// When the suite's time is up: later runs get a second at most.
-    deadline: Instant,
+    /// The table's time: past it, later runs get a second at most.
+    budget: Budget,
+}
+
+/// A table's budget in CPU time, not wall-clock time: the processor time
+/// its runs have used (this process's reaped children; the tables run one
+/// at a time), divided by the parallel runs. A virtual machine whose host
+/// steals its CPUs stretches every run's wall-clock time, and a budget in
+/// wall-clock time then cut runs that were not hung.
+struct Budget {
+    /// The table's allowance, in seconds of all its parallel runs' time.
+    allowance: Duration,
+    /// The children's CPU time when the table started.
+    start: Duration,
+    /// Parallel runs.
+    jobs: u32,
+}
+
+impl Budget {
+    /// The CPU time of this process's reaped children (user + system:
+    /// `cutime` and `cstime` of `/proc/self/stat`, in clock ticks of
+    /// 1/100 s, as Linux reports them to user space).
+    fn children_cpu() -> Duration {
+        let stat = std::fs::read_to_string("/proc/self/stat").expect("read /proc/self/stat");
+        // Fields after the command's closing parenthesis, from field 3.
+        let fields: Vec<&str> = stat.rsplit_once(')').map_or("", |(_, rest)| rest).split_whitespace().collect();
+        let ticks = |n: usize| fields.get(n - 3).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+        Duration::from_millis((ticks(16) + ticks(17)) * 10)
+    }
+
+    /// The time used so far, per parallel run.
+    fn used(&self) -> Duration {
+        Budget::children_cpu().saturating_sub(self.start) / self.jobs
+    }
+
+    /// What is left of the allowance.
+    fn left(&self) -> Duration {
+        self.allowance.saturating_sub(self.used())
+    }
 }
 
 impl Suite {
@@ -1183,7 +1221,7 @@ impl Suite {
             Err(e) => return not_started(format!("{}: {e}", Path::new(&cmd[0]).display())),
         };
         let start = Instant::now();
-        let limit = self.timeout.min(self.deadline.saturating_duration_since(start).max(Duration::from_secs(1)));
+        let limit = self.timeout.min(self.budget.left().max(Duration::from_secs(1)));
         let status = loop {
             match child.try_wait() {
                 Ok(Some(status)) => match (status.code(), status.signal()) {
@@ -1520,6 +1558,11 @@ fn run_table(table: &'static Table) {
     let scratch = Path::new(env!("CARGO_TARGET_TMPDIR")).join(table.scratch);
     let secs = |var: &str, default: u64| std::env::var(var).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
     let budget = Duration::from_secs(secs("UNWINDLAB_CONFORMANCE_BUDGET", table.budget));
+    let jobs = std::env::var("UNWINDLAB_CONFORMANCE_JOBS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
+        .max(1);
     let suite = Suite {
         table,
         cache,
@@ -1528,7 +1571,11 @@ fn run_table(table: &'static Table) {
         emulator: PathBuf::from(env!("CARGO_BIN_EXE_unwindlab")),
         qemu,
         timeout: Duration::from_secs(secs("UNWINDLAB_CONFORMANCE_TIMEOUT", 20)),
-        deadline: Instant::now() + budget,
+        budget: Budget {
+            allowance: budget,
+            start: Budget::children_cpu(),
+            jobs: u32::try_from(jobs).unwrap_or(u32::MAX),
+        },
     };
 
     let strict = env_flag("UNWINDLAB_CONFORMANCE_STRICT");
@@ -1550,11 +1597,6 @@ fn run_table(table: &'static Table) {
     for arch in arches.iter().rev() {
         items.extend(lines.iter().map(|l| (*l, *arch)));
     }
-    let jobs = std::env::var("UNWINDLAB_CONFORMANCE_JOBS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
-        .max(1);
     let start = Instant::now();
     let next = AtomicUsize::new(0);
     let results = Mutex::new(Vec::new());
@@ -1569,7 +1611,7 @@ fn run_table(table: &'static Table) {
         }
     });
     let elapsed = start.elapsed();
-    let over_budget = elapsed > budget;
+    let over_budget = suite.budget.left().is_zero();
     let mut results = results.into_inner().unwrap_or_else(|e| e.into_inner());
     results.sort_by_key(|r| (r.arch, table.lines.iter().position(|l| l.name == r.line.name)));
 
@@ -1610,12 +1652,14 @@ fn run_table(table: &'static Table) {
     let mut report = String::new();
     let _ = writeln!(
         report,
-        "conformance ({}): {} lines × {} ({}) in {:.1} s, {} parallel runs; reference run twice, emulator once",
+        "conformance ({}): {} lines × {} ({}) in {:.1} s ({:.1} s of CPU per run in parallel), {} parallel runs; \
+         reference run twice, emulator once",
         if table.dynamic { "dynamically linked programs" } else { "static programs" },
         lines.len(),
         arches.len(),
         arches.iter().map(|a| a.debian()).collect::<Vec<_>>().join(", "),
         elapsed.as_secs_f64(),
+        suite.budget.used().as_secs_f64(),
         jobs
     );
     if table.dynamic {
@@ -1649,7 +1693,8 @@ fn run_table(table: &'static Table) {
     if over_budget {
         let _ = writeln!(
             report,
-            "\nTHE SUITE RAN OVER ITS BUDGET of {} s (UNWINDLAB_CONFORMANCE_BUDGET): later runs were cut to a second",
+            "\nTHE SUITE RAN OVER ITS BUDGET of {} s of CPU per parallel run (UNWINDLAB_CONFORMANCE_BUDGET): later runs \
+             were cut to a second",
             budget.as_secs()
         );
     }

@@ -50,31 +50,36 @@ fn check_trace(name: &str, trace: &serde_json::Value) -> (usize, usize) {
     (tracks.len(), flows.len())
 }
 
+/// Checks the Chrome trace and the folded stacks of scenario `file`'s run;
+/// its flow arrows.
+fn check_exports(file: &std::path::Path) -> usize {
+    let name = file.file_stem().unwrap().to_string_lossy().into_owned();
+    let report = lab::run(&Scenario::load(file).unwrap()).unwrap();
+    let trace = lab::export::chrome_trace(&report);
+    // Round-trip through text, as a viewer would read it.
+    let trace: serde_json::Value = serde_json::from_str(&trace.to_string()).unwrap();
+    let (tracks, flows) = check_trace(&name, &trace);
+    assert!(tracks >= 2, "{name}: expected CPU and task tracks");
+    // Every request that got a callback has its arrow.
+    if name.starts_with("migration") {
+        assert!(flows > 0, "{name}: no flow arrows");
+    }
+    let folded = lab::export::folded(&report);
+    for line in folded.lines() {
+        let (stack, count) = line.rsplit_once(' ').unwrap();
+        assert!(count.parse::<u64>().unwrap() > 0 && !stack.is_empty() && !stack.contains(' '), "{name}: {line}");
+    }
+    assert_eq!(
+        folded.lines().map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap()).sum::<u64>(),
+        report.summary.judged
+    );
+    flows
+}
+
 #[test]
 fn every_timeline_is_valid_chrome_trace_json_and_folded_stacks_are_well_formed() {
-    let mut total_flows = 0;
-    for file in common::scenario_files() {
-        let name = file.file_stem().unwrap().to_string_lossy().into_owned();
-        let report = lab::run(&Scenario::load(&file).unwrap()).unwrap();
-        let trace = lab::export::chrome_trace(&report);
-        // Round-trip through text, as a viewer would read it.
-        let trace: serde_json::Value = serde_json::from_str(&trace.to_string()).unwrap();
-        let (tracks, flows) = check_trace(&name, &trace);
-        assert!(tracks >= 2, "{name}: expected CPU and task tracks");
-        total_flows += flows;
-        // Every request that got a callback has its arrow.
-        if name.starts_with("migration") {
-            assert!(flows > 0, "{name}: no flow arrows");
-        }
-        let folded = lab::export::folded(&report);
-        for line in folded.lines() {
-            let (stack, count) = line.rsplit_once(' ').unwrap();
-            assert!(count.parse::<u64>().unwrap() > 0 && !stack.is_empty() && !stack.contains(' '), "{name}: {line}");
-        }
-        assert_eq!(
-            folded.lines().map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap()).sum::<u64>(),
-            report.summary.judged
-        );
-    }
+    // One run per scenario, on one worker per CPU.
+    let files = common::scenario_files();
+    let total_flows: usize = common::par_map(&files, |file| check_exports(file)).into_iter().sum();
     assert!(total_flows > 100);
 }

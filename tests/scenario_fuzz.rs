@@ -4,6 +4,7 @@
 //! replays to an identical log. Then one regression test per input that
 //! used to panic, hang or exhaust memory.
 
+mod common;
 mod perf_data_roundtrip;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -12,7 +13,7 @@ use lab::fuzz::{exercise, exercise_text, Outcome, FILE};
 use lab::replay::{replay, Replay};
 use lab::scenario::Action;
 
-/// Inputs per run: ≈ 25 s in a debug build (one core).
+/// Inputs per run: ≈ 25 s of CPU in a debug build.
 const INPUTS: u64 = 800;
 
 /// `len` deterministic pseudo-random bytes for `seed` (SplitMix64).
@@ -46,36 +47,46 @@ fn action_kind(a: &Action) -> &'static str {
     }
 }
 
+/// Exercises the input of `seed` and checks its outcome (a run must replay
+/// identically): its kind, and for a run its samples and event actions.
+fn exercise_seed(seed: u64) -> (&'static str, Option<(u64, Vec<&'static str>)>) {
+    let data = bytes(seed, 256 + (seed as usize * 37) % 1024);
+    let outcome = exercise(&data);
+    if let Err(problem) = outcome.check() {
+        panic!("seed {seed}: {problem}");
+    }
+    let kind = match &outcome {
+        Outcome::Empty => "empty",
+        Outcome::Invalid(_) => "invalid",
+        Outcome::Skipped(_) => "skipped",
+        Outcome::Failed(_) => "failed",
+        Outcome::Ran(_) => "ran",
+        Outcome::ElfRefused(_) => "elf refused",
+        Outcome::ElfLoaded => "elf loaded",
+    };
+    let Outcome::Ran(report) = outcome else { return (kind, None) };
+    // The log embeds the (confined) scenario: parsed back and run again,
+    // it must give the same log, line for line.
+    let log = report.log.join("\n");
+    match replay(&log, "fuzz.jsonl") {
+        Ok(Replay::Identical { lines }) => assert_eq!(lines, report.log.len()),
+        other => panic!("seed {seed}: a second run differs: {other:?}"),
+    }
+    (kind, Some((report.summary.samples, report.scenario.events.iter().map(|e| action_kind(&e.action)).collect())))
+}
+
 #[test]
 fn generated_scenarios_run_or_fail_clearly_and_replay_identically() {
     let mut outcomes: BTreeMap<&str, u64> = BTreeMap::new();
     let mut actions_run = BTreeSet::new();
     let mut samples = 0;
-    for seed in 0..INPUTS {
-        let data = bytes(seed, 256 + (seed as usize * 37) % 1024);
-        let outcome = exercise(&data);
-        if let Err(problem) = outcome.check() {
-            panic!("seed {seed}: {problem}");
-        }
-        let kind = match &outcome {
-            Outcome::Empty => "empty",
-            Outcome::Invalid(_) => "invalid",
-            Outcome::Skipped(_) => "skipped",
-            Outcome::Failed(_) => "failed",
-            Outcome::Ran(_) => "ran",
-            Outcome::ElfRefused(_) => "elf refused",
-            Outcome::ElfLoaded => "elf loaded",
-        };
+    // The inputs on one worker per CPU; their tallies in seed order.
+    let seeds: Vec<u64> = (0..INPUTS).collect();
+    for (kind, ran) in common::par_map(&seeds, |&seed| exercise_seed(seed)) {
         *outcomes.entry(kind).or_default() += 1;
-        let Outcome::Ran(report) = outcome else { continue };
-        samples += report.summary.samples;
-        actions_run.extend(report.scenario.events.iter().map(|e| action_kind(&e.action)));
-        // The log embeds the (confined) scenario: parsed back and run again,
-        // it must give the same log, line for line.
-        let log = report.log.join("\n");
-        match replay(&log, "fuzz.jsonl") {
-            Ok(Replay::Identical { lines }) => assert_eq!(lines, report.log.len()),
-            other => panic!("seed {seed}: a second run differs: {other:?}"),
+        if let Some((n, actions)) = ran {
+            samples += n;
+            actions_run.extend(actions);
         }
     }
     eprintln!("{INPUTS} inputs: {outcomes:?}; {samples} samples; actions run: {actions_run:?}");

@@ -51,24 +51,17 @@ fn every_scenario_runs_deterministically_and_matches_its_snapshot() {
     std::fs::create_dir_all(&perf_dir).unwrap();
     // Per architecture: scenarios with a perf tracer, and what was compared.
     let mut oracle: std::collections::BTreeMap<String, (usize, perf_oracle::Compared)> = Default::default();
-    for file in files {
-        let scenario = Scenario::load(&file).unwrap_or_else(|e| panic!("{e}"));
-        let report = lab::run(&scenario).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-        if !report.perf.sessions.is_empty() {
-            let c = perf_oracle::check(&report, &perf_dir);
-            let entry = oracle.entry(scenario.machine.arch.to_string()).or_default();
+    // Each scenario is run (twice), read by perf and judged on a worker;
+    // the snapshots are then checked in file order.
+    for c in common::par_map(&files, |file| check_scenario(file, &perf_dir)) {
+        if let Some((arch, compared)) = c.oracle {
+            let entry = oracle.entry(arch).or_default();
             entry.0 += 1;
-            entry.1.samples += c.samples;
-            entry.1.unstitched += c.unstitched;
-            entry.1.deferred += c.deferred;
+            entry.1.samples += compared.samples;
+            entry.1.unstitched += compared.unstitched;
+            entry.1.deferred += compared.deferred;
         }
-        assert!(report.violations.is_empty(), "{}:\n{}", file.display(), report.violations.join("\n"));
-        assert!(report.expectation_failures.is_empty(), "{}: {:?}", file.display(), report.expectation_failures);
-        let again = lab::run(&scenario).unwrap();
-        assert!(again.log == report.log, "{}: two runs gave different logs", file.display());
-        let name = file.file_stem().unwrap().to_string_lossy().into_owned();
-        let account = report.account();
-        insta::assert_snapshot!(name, format!("{account}\n--- key events ---\n{}", key_events(&report.log)));
+        insta::assert_snapshot!(c.name, c.snapshot);
     }
     for (arch, (scenarios, c)) in &oracle {
         // Straight to stderr, past the test harness's capture: `make test`
@@ -83,6 +76,33 @@ fn every_scenario_runs_deterministically_and_matches_its_snapshot() {
         );
     }
     assert_eq!(oracle.len(), 3, "perf scenarios on three architectures: {oracle:?}");
+}
+
+/// What [`check_scenario`] leaves for the snapshot and the perf tally.
+struct Checked {
+    /// The snapshot's name: the file's stem.
+    name: String,
+    /// The account and the key events.
+    snapshot: String,
+    /// The architecture and what perf compared, for a scenario with perf.
+    oracle: Option<(String, perf_oracle::Compared)>,
+}
+
+/// Runs scenario `file` twice (the logs must be equal), with every
+/// invariant kept and every expectation met, and its perf.data read by
+/// perf 7.x (files in `perf_dir`).
+fn check_scenario(file: &Path, perf_dir: &Path) -> Checked {
+    let scenario = Scenario::load(file).unwrap_or_else(|e| panic!("{e}"));
+    let report = lab::run(&scenario).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    let oracle = (!report.perf.sessions.is_empty())
+        .then(|| (scenario.machine.arch.to_string(), perf_oracle::check(&report, perf_dir)));
+    assert!(report.violations.is_empty(), "{}:\n{}", file.display(), report.violations.join("\n"));
+    assert!(report.expectation_failures.is_empty(), "{}: {:?}", file.display(), report.expectation_failures);
+    let again = lab::run(&scenario).unwrap();
+    assert!(again.log == report.log, "{}: two runs gave different logs", file.display());
+    let name = file.file_stem().unwrap().to_string_lossy().into_owned();
+    let snapshot = format!("{}\n--- key events ---\n{}", report.account(), key_events(&report.log));
+    Checked { name, snapshot, oracle }
 }
 
 #[test]

@@ -345,55 +345,102 @@ fn check(cfg: &Config, what: &str, o: &Outcome, double_cancel: bool) {
     assert!(unexplained.is_empty(), "{cfg:?} {what} (placed at {:?}):\n{}", o.injected_at, all());
 }
 
-#[test]
-fn every_single_and_paired_placement_keeps_every_invariant() {
-    let (mut explored, mut waited, mut hazards, mut threaded) = (0usize, 0usize, 0usize, 0usize);
-    let mut mid_walk = 0usize;
-    let mut tally = |cfg: &Config, o: &Outcome, double_cancel: bool| {
-        explored += 1;
-        mid_walk += usize::from(o.table_changes_mid_walk > 0);
-        threaded += usize::from(cfg.threads);
-        waited += usize::from(o.inits_waited > 0);
-        hazards += usize::from(!o.violations.is_empty() && !double_cancel);
-    };
-    for cfg in configs(KernelVersion::V6_19) {
-        let base = run(cfg, &[]);
-        assert!(base.violations.is_empty(), "{cfg:?}: {:?}", base.violations);
-        let points = base.points;
-        let acts = actions(&cfg);
-        for at in 0..points + 1 {
-            for &a in &acts {
-                let o = run(cfg, &[(at, a)]);
-                check(&cfg, &format!("{a:?} at hit {at}"), &o, false);
-                tally(&cfg, &o, false);
-            }
+/// What [`explore`] found over the placements of one configuration.
+#[derive(Default)]
+struct Tally {
+    explored: usize,
+    waited: usize,
+    hazards: usize,
+    threaded: usize,
+    mid_walk: usize,
+}
+
+impl Tally {
+    fn add(&mut self, cfg: &Config, o: &Outcome, double_cancel: bool) {
+        self.explored += 1;
+        self.mid_walk += usize::from(o.table_changes_mid_walk > 0);
+        self.threaded += usize::from(cfg.threads);
+        self.waited += usize::from(o.inits_waited > 0);
+        self.hazards += usize::from(!o.violations.is_empty() && !double_cancel);
+    }
+
+    fn merge(mut self, other: Tally) -> Tally {
+        self.explored += other.explored;
+        self.waited += other.waited;
+        self.hazards += other.hazards;
+        self.threaded += other.threaded;
+        self.mid_walk += other.mid_walk;
+        self
+    }
+}
+
+/// Every single and paired placement of configuration `cfg`, each checked.
+fn explore(cfg: Config) -> Tally {
+    let mut tally = Tally::default();
+    let base = run(cfg, &[]);
+    assert!(base.violations.is_empty(), "{cfg:?}: {:?}", base.violations);
+    let points = base.points;
+    let acts = actions(&cfg);
+    for at in 0..points + 1 {
+        for &a in &acts {
+            let o = run(cfg, &[(at, a)]);
+            check(&cfg, &format!("{a:?} at hit {at}"), &o, false);
+            tally.add(&cfg, &o, false);
         }
-        // Pairs: a second action at a later hit (its own NMI's points count).
-        for at1 in 0..points {
-            for at2 in at1 + 1..points + 4 {
-                for &a1 in &acts {
-                    for &a2 in &acts {
-                        // A table change is paired with an NMI (a request
-                        // in flight when the table changes, or a change
-                        // under a request's unwind), not with a cancel, an
-                        // init or another change: those touch no state the
-                        // table shares, and the pairs would double the run.
-                        let table = |a: Action| matches!(a, Action::Register | Action::Unregister);
-                        let nmi = |a: Action| matches!(a, Action::Nmi(_) | Action::NmiOther(_));
-                        if (table(a1) && !nmi(a2)) || (table(a2) && !nmi(a1)) {
-                            continue;
-                        }
-                        let o = run(cfg, &[(at1, a1), (at2, a2)]);
-                        let twice = matches!((a1, a2), (Action::Cancel(i), Action::Cancel(j)) if i == j);
-                        // The second action may fall past the last point.
-                        let twice = twice && o.injected == 2;
-                        check(&cfg, &format!("{a1:?}@{at1} {a2:?}@{at2}"), &o, twice);
-                        tally(&cfg, &o, twice);
+    }
+    // Pairs: a second action at a later hit (its own NMI's points count).
+    for at1 in 0..points {
+        for at2 in at1 + 1..points + 4 {
+            for &a1 in &acts {
+                for &a2 in &acts {
+                    // A table change is paired with an NMI (a request
+                    // in flight when the table changes, or a change
+                    // under a request's unwind), not with a cancel, an
+                    // init or another change: those touch no state the
+                    // table shares, and the pairs would double the run.
+                    let table = |a: Action| matches!(a, Action::Register | Action::Unregister);
+                    let nmi = |a: Action| matches!(a, Action::Nmi(_) | Action::NmiOther(_));
+                    if (table(a1) && !nmi(a2)) || (table(a2) && !nmi(a1)) {
+                        continue;
                     }
+                    let o = run(cfg, &[(at1, a1), (at2, a2)]);
+                    let twice = matches!((a1, a2), (Action::Cancel(i), Action::Cancel(j)) if i == j);
+                    // The second action may fall past the last point.
+                    let twice = twice && o.injected == 2;
+                    check(&cfg, &format!("{a1:?}@{at1} {a2:?}@{at2}"), &o, twice);
+                    tally.add(&cfg, &o, twice);
                 }
             }
         }
     }
+    tally
+}
+
+#[test]
+fn every_single_and_paired_placement_keeps_every_invariant() {
+    // The configurations are independent: one worker per CPU takes them in
+    // turn (each run is single-threaded, the test would use one core).
+    let cfgs = configs(KernelVersion::V6_19);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let tally = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut sum = Tally::default();
+                    while let Some(&cfg) = cfgs.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) {
+                        sum = sum.merge(explore(cfg));
+                    }
+                    sum
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .fold(Tally::default(), Tally::merge)
+    });
+    let Tally { explored, waited, hazards, threaded, mid_walk } = tally;
     println!(
         "explored {explored} interleavings ({threaded} with two threads in one mm); in {waited} an init waited \
          for a cancel's grace period; {hazards} showed upstream's hazard of a bit reused while in flight; \
