@@ -10,7 +10,7 @@ FUZZ_SECONDS ?= 600
 # The Debian packages the build and the tests need are named, each with its
 # reason, in scripts/debian-packages.txt (installed without Recommends).
 
-.PHONY: all deps preflight build run test lint fuzz bench-sframe bench-walk bench-kmodel bench-emu bench-validate bench-perf-data bench-exec clean
+.PHONY: all deps preflight build run test lint fuzz bench-sframe bench-walk bench-kmodel bench-emu bench-validate bench-perf-data bench-exec bench-growth clean
 
 all: deps preflight build run
 
@@ -86,6 +86,12 @@ bench-exec: deps build
 # dwarf's 8 KiB stack copies, on the same runs (shallow to 1,000 deep).
 bench-perf-data: build
 	python3 scripts/bench-perf-data.py target/release/unwindlab
+
+# How cost grows as work grows: exec, validate and run against samples,
+# stack depth, threads and processes; a table and two SVG charts in
+# docs/bench.
+bench-growth: deps build
+	python3 scripts/bench-growth.py target/release/unwindlab docs/bench
 
 clean:
 	$(CARGO) clean

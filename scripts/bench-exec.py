@@ -26,8 +26,15 @@ ARCHES = [("amd64", "x86_64", "x86-64"), ("arm64", "aarch64", "AArch64"), ("s390
 FORKS = 'n=0; for i in {1..200}; do echo $i | { read x; n=$((n+x)); }; x=$(echo $i); done; echo $x'
 
 
+# Every run's environment, fixed (both sides see it): Debian's bash started
+# with SHLVL unset or 0 sources /etc/bash.bashrc and ~/.bashrc, as when sshd
+# starts it, and a busy ~/.bashrc would be the work measured.
+ENV = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "LANG": "C", "SHLVL": "1"}
+
+
 def best_of(cmd, stdin=None, env=None, cwd=None, runs=2):
     best, out = None, None
+    env = env or ENV
     for _ in range(runs):
         t = time.perf_counter()
         with open(stdin or os.devnull, "rb") as f:
@@ -72,7 +79,7 @@ def main():
                 lab = [BIN, "exec"] + (["--root", root] if dynamic else []) + cmd
                 tq, oq = best_of(qemu, stdin, cwd=tmp)
                 tl, ol = best_of(lab, stdin, cwd=tmp)
-                env = dict(os.environ, UNWINDLAB_EXEC_GROUND_TRUTH="1")
+                env = dict(ENV, UNWINDLAB_EXEC_GROUND_TRUTH="1")
                 tg, og = best_of(lab, stdin, env=env, cwd=tmp)
                 assert oq == ol == og, f"{name} {label}: outputs differ"
                 print(f"| {label} | {name} | {tq:.2f} s | {tl:.2f} s | **{tl / tq:.2f}×** | {tg:.2f} s | {tg / tl:.2f}× |", flush=True)

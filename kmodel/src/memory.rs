@@ -106,6 +106,77 @@ impl<M: UserMemory + ?Sized> ByteSource for UserBytes<'_, M> {
     }
 }
 
+/// Bytes read by [`BlockedBytes`] at a time: a power of two that divides
+/// every page size, so a block never spans two pages.
+const BLOCK: u64 = 256;
+
+/// [`UserBytes`] read a block at a time: a lookup reads a section field by
+/// field (an FDE's start, then row after row of its FREs, 1 to 4 bytes
+/// each), and each read of user memory has a fixed cost that dwarfs the
+/// bytes. What the kernel reads and what it sees are the same: a block lies
+/// in the page of the bytes asked for, and a page is readable, resident or
+/// faulted in as a whole, so a block read fails where the read it serves
+/// would, and then that read is made alone (its own error, its own fault
+/// accounting); nothing writes user memory during a lookup. One lookup
+/// or one registration owns a cache: the next starts empty.
+pub struct BlockedBytes<'m, M: ?Sized> {
+    /// The bytes.
+    pub bytes: UserBytes<'m, M>,
+    /// The last block read: its offset in the section, its length, its bytes.
+    block: std::cell::RefCell<(u64, usize, [u8; BLOCK as usize])>,
+}
+
+impl<'m, M: UserMemory + ?Sized> BlockedBytes<'m, M> {
+    /// `bytes`, cached.
+    pub fn new(bytes: UserBytes<'m, M>) -> Self {
+        BlockedBytes { bytes, block: std::cell::RefCell::new((0, 0, [0; BLOCK as usize])) }
+    }
+}
+
+impl<M: UserMemory + ?Sized> ByteSource for BlockedBytes<'_, M> {
+    fn size(&self) -> u64 {
+        self.bytes.len
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), Fault> {
+        let len = buf.len() as u64;
+        let mut guard = self.block.borrow_mut();
+        let (start, have, data) = &mut *guard;
+        if offset >= *start && offset + len <= *start + *have as u64 {
+            copy_field(buf, &data[(offset - *start) as usize..]);
+            return Ok(());
+        }
+        // The block of the first byte asked for, within the section.
+        let base = self.bytes.addr;
+        let addr = base.wrapping_add(offset);
+        let first = (addr & !(BLOCK - 1)).max(base);
+        let end = (addr | (BLOCK - 1)).saturating_add(1).min(base.saturating_add(self.bytes.len));
+        let fits = first <= addr && addr.checked_add(len).is_some_and(|e| e <= end);
+        // Emptied while it is refilled: a failed read leaves it so.
+        *have = 0;
+        if fits && self.bytes.mem.read(first, &mut data[..(end - first) as usize], self.bytes.access).is_ok() {
+            (*start, *have) = (first - base, (end - first) as usize);
+            copy_field(buf, &data[(addr - first) as usize..]);
+            return Ok(());
+        }
+        drop(guard);
+        self.bytes.read_at(offset, buf)
+    }
+}
+
+/// Copies the first `dst.len()` bytes of `src`: a field of 1, 2, 4 or 8
+/// bytes as a fixed-size move (a copy of unknown length is a call).
+#[inline]
+fn copy_field(dst: &mut [u8], src: &[u8]) {
+    match dst.len() {
+        1 => dst[0] = src[0],
+        2 => dst.copy_from_slice(&src[..2]),
+        4 => dst.copy_from_slice(&src[..4]),
+        8 => dst.copy_from_slice(&src[..8]),
+        n => dst.copy_from_slice(&src[..n]),
+    }
+}
+
 /// Page size of [`PagedMemory`].
 pub const PAGE_SIZE: u64 = 4096;
 
@@ -344,7 +415,47 @@ impl UserMemory for CopiedStack<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Access, MemError, PagedMemory, Untracked, UserMemory};
+    use super::{Access, BlockedBytes, MemError, PagedMemory, Untracked, UserBytes, UserMemory};
+    use sframe::{ByteSource, Fault};
+
+    /// Blocked reads give what plain reads give, field by field, and fail,
+    /// fault and count where plain reads do: a block never reaches into a
+    /// page the field does not lie in.
+    #[test]
+    fn blocked_reads_are_plain_reads() {
+        let data: Vec<u8> = (0..0x300u32).map(|i| (i * 7) as u8).collect();
+        let (start, len) = (0x1e80u64, data.len() as u64); // two pages
+                                                           // Fields of every size, in the order a scan reads them, the last
+                                                           // running into the second page.
+        let fields: Vec<(u64, usize)> = (0..len - 8).step_by(3).map(|o| (o, [1, 2, 4, 8][o as usize % 4])).collect();
+        for access in [Access::NoFault, Access::Faultable] {
+            for evicted in [false, true] {
+                let reads = |blocked: bool| {
+                    let mut mem = PagedMemory::new();
+                    mem.write(start, &data);
+                    if evicted {
+                        mem.evict(0x2000, 0x1000);
+                    }
+                    let plain = UserBytes { mem: &mem, addr: start, len, access };
+                    let cached = BlockedBytes::new(UserBytes { mem: &mem, addr: start, len, access });
+                    let got: Vec<Result<Vec<u8>, Fault>> = fields
+                        .iter()
+                        .map(|&(offset, size)| {
+                            let mut buf = vec![0; size];
+                            let read = if blocked {
+                                cached.read_at(offset, &mut buf)
+                            } else {
+                                plain.read_at(offset, &mut buf)
+                            };
+                            read.map(|()| buf)
+                        })
+                        .collect();
+                    (got, mem.faults())
+                };
+                assert_eq!(reads(true), reads(false), "{access:?}, second page evicted: {evicted}");
+            }
+        }
+    }
 
     /// An untracked read gives what a faultable read gives, and leaves the
     /// page as it was: not resident, no fault counted.

@@ -180,7 +180,8 @@ pub struct Report {
     #[serde(skip)]
     pub symbols: BTreeMap<String, GuestSymbols>,
     /// What the run's perf.data files are made of
-    /// ([`crate::perf_capture`]).
+    /// ([`crate::perf_capture`]); empty for runs made for verdicts alone
+    /// (`runner::run_for_verdicts`).
     #[serde(skip)]
     pub perf: crate::perf_capture::PerfCapture,
 }

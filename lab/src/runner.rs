@@ -62,7 +62,8 @@ pub fn run_with_progress(scenario: &Scenario, progress: &mut dyn FnMut(Progress)
 /// JSON only to be dropped), only the kernel events judging reads in
 /// [`Report::kernel_events`] ([`EventLog::Judging`]) and no probe of what an in-NMI walk would have
 /// faulted on (a dry run per NMI with no effect on the model;
-/// `summary.nmi_would_fault` stays 0). Verdicts are the same.
+/// `summary.nmi_would_fault` stays 0) and no perf.data capture
+/// ([`Report::perf`] stays empty). Verdicts are the same.
 pub fn run_for_verdicts(scenario: &Scenario, progress: &mut dyn FnMut(Progress)) -> Result<Report, RunError> {
     run_inner(scenario, progress, false)
 }
@@ -92,7 +93,7 @@ pub fn run_for_verdicts_each(
     extra: &[Vec<Method>],
     progress: &mut dyn FnMut(Progress),
 ) -> Result<(Report, Vec<Result<ExtraVerdicts, String>>), RunError> {
-    let (report, stacks) = run_for_extra_stacks(scenario, extra, progress)?;
+    let (report, stacks) = run_for_extra_stacks(scenario, extra, false, progress)?;
     let verdicts = stacks
         .into_iter()
         .map(|v| {
@@ -121,14 +122,17 @@ pub(crate) struct ExtraStacks {
 }
 
 /// [`run_for_verdicts_each`] with each extra order's stacks alone
-/// ([`ExtraStacks`]). The records are stitched once for every order.
+/// ([`ExtraStacks`]). The records are stitched once for every order. With
+/// `perf`, the report has what its perf.data files are made of
+/// ([`Report::perf`]; otherwise empty: a copy of every record, for nothing).
 pub(crate) fn run_for_extra_stacks(
     scenario: &Scenario,
     extra: &[Vec<Method>],
+    perf: bool,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<(Report, Vec<Result<ExtraStacks, String>>), RunError> {
     let run = execute(scenario, progress, false, extra)?;
-    let (report, stacks) = report(run, false, extra.len());
+    let (report, stacks) = report(run, false, extra.len(), perf);
     let stacks = stacks
         .into_iter()
         .map(|v| {
@@ -167,7 +171,7 @@ fn new_kernel(scenario: &Scenario, opts: KernelOptions) -> Result<Kernel, RunErr
 /// `full`: the log and the in-NMI probe too (see [`run_for_verdicts`]).
 fn run_inner(scenario: &Scenario, progress: &mut dyn FnMut(Progress), full: bool) -> Result<Report, RunError> {
     let run = execute(scenario, progress, full, &[])?;
-    Ok(report(run, full, 0).0)
+    Ok(report(run, full, 0, full).0)
 }
 
 /// Runs `scenario` to the end (`full`: see [`run_inner`]; `extra`: see
@@ -246,10 +250,11 @@ fn dwarf_baseline(tracers: &kmodel::tracer::Tracers, regs: u32) -> u64 {
 }
 
 /// The report of a finished run, and the stacks of its first `extra`
-/// extra unwinder orders: the perf records stitched once for all.
-fn report(mut run: Run<'_>, with_log: bool, extra: usize) -> (Report, Vec<crate::judge::Extra>) {
+/// extra unwinder orders: the perf records stitched once for all; with
+/// `perf`, what its perf.data files are made of.
+fn report(mut run: Run<'_>, with_log: bool, extra: usize, perf: bool) -> (Report, Vec<crate::judge::Extra>) {
     let symbols = symbols(&run);
-    let perf = crate::perf_data::capture(&run);
+    let perf = if perf { crate::perf_data::capture(&run) } else { Default::default() };
     // Done with the model: its extra walks' traces move into the stacks,
     // and what the lab saw at each NMI into the samples.
     let mut walks = run.k.take_extra_walks();

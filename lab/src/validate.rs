@@ -236,7 +236,8 @@ pub fn validate_sframe(
     // per unwinder. Where that one run cannot stand for another unwinder's
     // own (a corrupt section was dropped), that unwinder gets its own run.
     let extra: Vec<Vec<Method>> = if one_run { rest.iter().map(|&u| vec![u]).collect() } else { Vec::new() };
-    let (mut report, extras) = crate::runner::run_for_extra_stacks(&scenario(first), &extra, progress)?;
+    let (mut report, extras) =
+        crate::runner::run_for_extra_stacks(&scenario(first), &extra, perf_data.is_some(), progress)?;
     if let Some((path, cmdline)) = perf_data {
         crate::perf_data::write(&report, path, cmdline).map_err(|e| RunError::Scenario(e.to_string()))?;
     }

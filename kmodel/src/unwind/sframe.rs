@@ -50,7 +50,7 @@ use ::sframe::read::{ByteSource, Endian, Error, Fault, Section, Version};
 
 use super::types::SframeMode;
 use crate::arch::Arch;
-use crate::memory::{Access, MemError, UserBytes, UserMemory};
+use crate::memory::{Access, BlockedBytes, MemError, UserBytes, UserMemory};
 
 /// One registered section: `struct sframe_section`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -274,7 +274,7 @@ impl SframeRegistry {
         }
         let src = HeaderCopy {
             header: &header,
-            rest: UserBytes { mem, addr: sframe_start, len: sframe_end - sframe_start, access },
+            rest: BlockedBytes::new(UserBytes { mem, addr: sframe_start, len: sframe_end - sframe_start, access }),
         };
         let section = Section::parse(&src, sframe_start).map_err(RegError::BadHeader)?;
         let h = *section.header();
@@ -399,12 +399,12 @@ fn preamble_refusal(header: &[u8; HEADER_SIZE as usize], arch: Arch, mode: Sfram
 /// from user memory.
 pub(super) struct HeaderCopy<'a, M: ?Sized> {
     pub(super) header: &'a [u8; HEADER_SIZE as usize],
-    pub(super) rest: UserBytes<'a, M>,
+    pub(super) rest: BlockedBytes<'a, M>,
 }
 
 impl<M: UserMemory + ?Sized> ByteSource for HeaderCopy<'_, M> {
     fn size(&self) -> u64 {
-        self.rest.len
+        self.rest.bytes.len
     }
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), Fault> {

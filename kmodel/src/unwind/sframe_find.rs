@@ -21,7 +21,7 @@ use ::sframe::read::{
 use super::sframe::{HeaderCopy, SframeEntry, SframeRegistry};
 use super::types::{CfaBase, Found, Frame, Method, Recorder, Rule, Stop};
 use crate::arch::Arch;
-use crate::memory::{Access, MemError, UserBytes};
+use crate::memory::{Access, BlockedBytes, MemError, UserBytes};
 
 impl SframeRegistry {
     /// `sframe_find()`: the rule for `ip`, or why there is none. Sections
@@ -40,7 +40,12 @@ impl SframeRegistry {
             .ok_or(Miss::NoData("no .sframe section covers the IP"))?;
         let src = HeaderCopy {
             header: &entry.header,
-            rest: UserBytes { mem, addr: entry.sframe_start, len: entry.sframe_end - entry.sframe_start, access },
+            rest: BlockedBytes::new(UserBytes {
+                mem,
+                addr: entry.sframe_start,
+                len: entry.sframe_end - entry.sframe_start,
+                access,
+            }),
         };
         let start = entry.sframe_start;
         let fail = |error: Error| match error {
