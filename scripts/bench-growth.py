@@ -7,7 +7,8 @@ side in one run, on x86-64:
   SFrame V3, a loop of builtins), sampled every 10^5, 10^4 and 10^3
   instructions (exec, which takes no samples, is the constant beside them);
 * stack depth (shell functions 30 to 1,000 deep, each level 2-3 native
-  frames; a fixed loop at the bottom);
+  frames; a fixed loop at the bottom; the period grows with the depth so
+  that each depth takes about as many samples);
 * threads (1 to 16: the lab's threads-v3 guest, 96 work items shared by N
   worker threads);
 * processes (1 to 64 subshells of bash-static, each a fixed loop).
@@ -83,8 +84,10 @@ def main():
     axes = {
         "samples": [(s, bash, ["-c", loop(4000) + "; echo done"], p, 1)
                     for s, p in ((1e3, 100003), (1e4, 10007), (1e5, 997))],
+        # The descent costs in proportion to the depth: the period grows
+        # with it, so every depth takes about as many samples (~9,000).
         "depth": [(d, bash, ["-c", f"f() {{ if [ $1 -gt 0 ]; then f $(($1-1)); else {loop(200)}; fi; }}; f {d}; echo done"],
-                   997, 1) for d in (30, 100, 300, 1000)],
+                   997 * d // 30 | 1, 1) for d in (30, 100, 300, 1000)],
         "threads": [(n, threads, ["workers", str(n)], 997, 2) for n in (1, 2, 4, 8, 16)],
         "processes": [(n, bash, ["-c", f"n=0; while [ $n -lt {n} ]; do ( {loop(20)} ); n=$((n+1)); done; echo done"],
                        997, 1) for n in (1, 4, 16, 64)],

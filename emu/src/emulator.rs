@@ -333,6 +333,23 @@ impl Emulator {
         self.uc.get_data().ram.page(page).ok_or(MemFault::Unmapped { addr })
     }
 
+    /// The memory epoch ([`crate::ram`]): it moves with every change of
+    /// the memory map, permissions or residency.
+    pub(crate) fn memory_epoch(&self) -> u64 {
+        self.uc.get_data().ram.epoch
+    }
+
+    /// True if the page of `addr` is mapped readable, resident and not
+    /// writable.
+    pub(crate) fn stable_page(&self, addr: u64) -> bool {
+        let (page, pages) = (page_down(addr), self.pages());
+        pages.check(page, crate::memory::PAGE_SIZE, AccessKind::Read, Access::NoFault).is_ok()
+            && matches!(
+                pages.check(page, crate::memory::PAGE_SIZE, AccessKind::Write, Access::Faultable),
+                Err(MemFault::Protection { .. })
+            )
+    }
+
     /// Writes guest memory as the kernel would (`copy_to_user`): the range must
     /// be mapped writable; non-resident pages are brought in and counted.
     pub fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), MemFault> {

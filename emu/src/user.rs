@@ -110,6 +110,19 @@ impl UserMemory for UserView<'_> {
     fn fault_count(&self) -> u64 {
         self.emu.borrow().page_stats().kernel_faults
     }
+
+    /// The engine's memory epoch: it moves with every map, unmap,
+    /// protection change and eviction (`Emulator::flush_tlb`).
+    fn generation(&self) -> Option<u64> {
+        Some(self.emu.borrow().memory_epoch())
+    }
+
+    /// Mapped readable, resident, and not writable by the guest or the
+    /// emulated kernel (shared writable mappings are refused, and a fork
+    /// copies its memory): its bytes change only with the epoch.
+    fn stable_page(&self, addr: u64) -> bool {
+        self.emu.borrow().stable_page(addr)
+    }
 }
 
 /// A failed read as the kernel model names it.

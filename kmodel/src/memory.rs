@@ -64,6 +64,23 @@ pub trait UserMemory {
     fn read_untracked(&self, addr: u64, buf: &mut [u8]) -> Result<(), MemError> {
         self.read(addr, buf, Access::Faultable)
     }
+
+    /// A number that changes whenever this memory's mappings, protections
+    /// or page residency may have changed, or `None` if the memory cannot
+    /// say (the default: then nothing read from it is remembered). With
+    /// [`UserMemory::stable_page`], what lets the model remember a
+    /// lookup's result instead of reading the same bytes again.
+    fn generation(&self) -> Option<u64> {
+        None
+    }
+
+    /// True if the page holding `addr` is mapped, readable, resident and
+    /// not writable: its bytes cannot change, and reading it cannot fault,
+    /// until [`UserMemory::generation`] moves. The default: false.
+    fn stable_page(&self, addr: u64) -> bool {
+        let _ = addr;
+        false
+    }
 }
 
 /// User memory whose faultable reads leave no trace
@@ -78,6 +95,14 @@ impl UserMemory for Untracked<'_> {
             // A read that may not fault changes nothing already.
             Access::NoFault => self.0.read(addr, buf, access),
         }
+    }
+
+    fn generation(&self) -> Option<u64> {
+        self.0.generation()
+    }
+
+    fn stable_page(&self, addr: u64) -> bool {
+        self.0.stable_page(addr)
     }
 }
 

@@ -15,6 +15,13 @@ use kmodel::event::EventKind;
 use kmodel::types::{Cookie, Tid};
 use kmodel::unwind::{ExtraWalks, Method, Stop, Trace};
 
+/// The entries of the truth a run made for verdicts alone keeps: a walk
+/// delivers at most `UNWIND_MAX_ENTRIES`, and the verdict and its
+/// explanation read at most two entries past the last delivered (the first
+/// missing one, and the return address after it), so a deeper truth's
+/// other entries would be held by every sample for nothing.
+pub(crate) const TRUTH_KEPT: usize = kmodel::unwind::UNWIND_MAX_ENTRIES + 2;
+
 /// What the lab saw at a sampling NMI.
 pub(crate) struct SampleInfo {
     /// Index of the guest.
@@ -23,8 +30,11 @@ pub(crate) struct SampleInfo {
     pub(crate) cpu: usize,
     /// Guest instructions at the NMI.
     pub(crate) icount: u64,
-    /// Ground truth: PC, then return addresses.
+    /// Ground truth: PC, then return addresses; in runs made for verdicts
+    /// alone, only the innermost [`TRUTH_KEPT`] of them.
     pub(crate) truth: Vec<u64>,
+    /// How deep the truth is: its entries, kept or not.
+    pub(crate) depth: usize,
     /// For each return address of `truth` (`truth[i + 1]`), the stack
     /// pointer just after its call, where the emulator's ground truth
     /// knows it (`None` for a signal frame's interrupted PC).
@@ -231,7 +241,7 @@ pub(crate) fn judge_run(
         for s in stitched {
             let Some(Found { at, own, beside }) = found.next().flatten() else { continue };
             let (info, guest) = (&taken[at].1, &guests[taken[at].1.guest]);
-            let verdict = |user: &Option<Vec<u64>>| verdict(user, &info.truth, &session.buffers, &s, guest, cancelled);
+            let verdict = |user: &Option<Vec<u64>>| verdict(user, info, &session.buffers, &s, guest, cancelled);
             let last = beside.is_some_and(|w| {
                 uses[w] -= 1;
                 uses[w] == 0
@@ -327,18 +337,18 @@ fn extra_stack(
 
 /// The verdict on stitched sample `s` (of the perf session whose per-CPU
 /// buffers are `buffers`) had it been delivered `user`, against the
-/// `truth` (its `guest` and the `cancelled` tracers say why a stack was
-/// lost).
+/// truth the lab saw at its NMI (`info`; its `guest` and the `cancelled`
+/// tracers say why a stack was lost).
 fn verdict(
     user: &Option<Vec<u64>>,
-    truth: &[u64],
+    info: &SampleInfo,
     buffers: &[Vec<PerfRecord>],
     s: &StitchedSample,
     guest: &GuestRun,
     cancelled: &[String],
 ) -> Verdict {
     match user {
-        Some(ips) if !ips.is_empty() => Verdict::judge(ips, truth),
+        Some(ips) if !ips.is_empty() => Verdict::judge_prefix(ips, &info.truth, info.depth),
         Some(_) => Verdict::Lost { why: lost_reason(guest, cancelled, true) },
         None => match renamed(buffers, s) {
             Some(tid) => Verdict::Lost {

@@ -240,11 +240,14 @@ impl<'s> Run<'s> {
         let guest = &mut self.guests[g];
         // The truth (PC, then return addresses) and, for each return
         // address, the SP just after its call.
-        let at_most = guest.emu.shadow_stack().map_or(0, |s| s.frames().len() + 1);
-        let (mut truth, mut call_sps) = (Vec::with_capacity(at_most + 1), Vec::with_capacity(at_most));
+        // A run made for verdicts alone keeps the innermost entries a walk
+        // can reach (`judge::TRUTH_KEPT`); the log shows them all.
+        let depth = guest.emu.shadow_stack().map_or(0, |s| s.entries().count()) + 1;
+        let kept = if self.keep_log { depth } else { depth.min(crate::judge::TRUTH_KEPT) };
+        let (mut truth, mut call_sps) = (Vec::with_capacity(kept), Vec::with_capacity(kept));
         truth.push(regs.pc);
         if let Some(stack) = guest.emu.shadow_stack() {
-            for (ra, sp) in stack.entries() {
+            for (ra, sp) in stack.entries().take(kept - 1) {
                 truth.push(ra);
                 call_sps.push(sp);
             }
@@ -276,7 +279,7 @@ impl<'s> Run<'s> {
             self.extra
                 .push((self.k.events().len(), crate::log::sample_line(seq, &guest.name, cpu, icount, thread, &truth)));
         }
-        self.samples.insert(seq, SampleInfo { guest: g, cpu, icount, truth, call_sps, moment });
+        self.samples.insert(seq, SampleInfo { guest: g, cpu, icount, truth, depth, call_sps, moment });
         self.k.nmi(cpu, in_user.then_some(regs), &mem);
         Ok(())
     }

@@ -36,15 +36,21 @@ pub enum Verdict {
 impl Verdict {
     /// Compares a delivered stack (PC first) with the truth (PC first).
     pub fn judge(delivered: &[u64], truth: &[u64]) -> Verdict {
+        Verdict::judge_prefix(delivered, truth, truth.len())
+    }
+
+    /// [`Verdict::judge`] against the first entries of a truth `depth`
+    /// entries deep: the same verdict while `truth` holds more entries than
+    /// `delivered` (or all `depth`), which a walk bounded by
+    /// `UNWIND_MAX_ENTRIES` never outgrows.
+    pub fn judge_prefix(delivered: &[u64], truth: &[u64], depth: usize) -> Verdict {
         if let Some(frame) = delivered.iter().zip(truth).position(|(d, t)| d != t) {
             return Verdict::Wrong { frame, expected: Some(truth[frame]), got: delivered[frame] };
         }
-        match delivered.len().cmp(&truth.len()) {
+        match delivered.len().cmp(&depth) {
             std::cmp::Ordering::Equal => Verdict::Exact,
-            std::cmp::Ordering::Less => Verdict::Truncated { frames: delivered.len(), expected: truth.len() },
-            std::cmp::Ordering::Greater => {
-                Verdict::Wrong { frame: truth.len(), expected: None, got: delivered[truth.len()] }
-            }
+            std::cmp::Ordering::Less => Verdict::Truncated { frames: delivered.len(), expected: depth },
+            std::cmp::Ordering::Greater => Verdict::Wrong { frame: depth, expected: None, got: delivered[depth] },
         }
     }
 

@@ -48,7 +48,7 @@ use ::sframe::read::header::{F_FDE_FUNC_START_PCREL, F_FDE_SORTED, HEADER_SIZE, 
 use ::sframe::read::validate::{self, Profile};
 use ::sframe::read::{ByteSource, Endian, Error, Fault, Section, Version};
 
-use super::types::SframeMode;
+use super::types::{Found, Method, SframeMode, Stop};
 use crate::arch::Arch;
 use crate::memory::{Access, BlockedBytes, MemError, UserBytes, UserMemory};
 
@@ -177,17 +177,111 @@ impl RegError {
     }
 }
 
+/// Why the SFrame method has no rule for an IP.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Miss {
+    /// Nothing describes the IP (`-EINVAL`): fall back.
+    NoData(&'static str),
+    /// The section is corrupt (`-EFAULT`): drop it, fall back.
+    Corrupt { sframe_start: u64, reason: String },
+    /// Reading the section failed.
+    Fault { sframe_start: u64, error: MemError },
+}
+
+impl Miss {
+    /// The section the kernel would drop for this miss: any `-EFAULT`, but
+    /// not a [`MemError::WouldFault`] (see the module docs of `unwind`).
+    pub(super) fn drops_section(&self) -> Option<u64> {
+        match self {
+            Miss::Corrupt { sframe_start, .. } => Some(*sframe_start),
+            Miss::Fault { sframe_start, error: MemError::Unmapped { .. } } => Some(*sframe_start),
+            Miss::NoData(_) | Miss::Fault { error: MemError::WouldFault { .. }, .. } => None,
+        }
+    }
+
+    /// True for a read refused because the context may not fault.
+    pub(super) fn is_would_fault(&self) -> bool {
+        matches!(self, Miss::Fault { error: MemError::WouldFault { .. }, .. })
+    }
+
+    /// How the walk reports this miss if no later method steps.
+    pub(super) fn stop(&self) -> Stop {
+        match self {
+            Miss::NoData(why) => Stop::NoMethod { misses: vec![super::types::Miss { method: Method::Sframe, why }] },
+            Miss::Corrupt { sframe_start, reason } => {
+                Stop::Corrupt { sframe_start: *sframe_start, reason: reason.clone() }
+            }
+            Miss::Fault { error, .. } => Stop::Fault { addr: error.addr(), method: Method::Sframe },
+        }
+    }
+}
+
 /// The `.sframe` sections of one mm (`mm->sframe_mt`), keyed by text start.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SframeRegistry {
     arch: Arch,
     by_text: BTreeMap<u64, SframeEntry>,
+    /// What lookups found, while it still holds (`SframeRegistry::lookup`).
+    pub(super) memo: Memo,
+}
+
+/// The results of [`SframeRegistry`] lookups, by (IP, section start), for
+/// as long as the memory they were read from keeps its generation
+/// ([`UserMemory::generation`]): a lab shortcut with no kernel
+/// counterpart, which the lookup uses only where it gives what a new
+/// lookup would. Part of no registry's state: a copy (a fork's) starts
+/// empty, and two registries compare equal whatever they remember.
+#[derive(Default)]
+pub(super) struct Memo {
+    /// The generation the results were read at, and the results.
+    found: std::cell::RefCell<(u64, BTreeMap<(u64, u64), Result<Found, Miss>>)>,
+}
+
+/// Results a [`Memo`] holds at most: then it starts over.
+const MEMO_ENTRIES: usize = 1 << 16;
+
+impl Memo {
+    /// The result for `key` read at `generation`, if remembered.
+    pub(super) fn get(&self, generation: u64, key: (u64, u64)) -> Option<Result<Found, Miss>> {
+        let found = self.found.borrow();
+        (found.0 == generation).then(|| found.1.get(&key).cloned()).flatten()
+    }
+
+    /// Remembers `result` for `key`, read at `generation` (forgetting
+    /// what was read at another).
+    pub(super) fn put(&self, generation: u64, key: (u64, u64), result: Result<Found, Miss>) {
+        let mut found = self.found.borrow_mut();
+        if found.0 != generation || found.1.len() >= MEMO_ENTRIES {
+            *found = (generation, BTreeMap::new());
+        }
+        found.1.insert(key, result);
+    }
+}
+
+impl Clone for Memo {
+    fn clone(&self) -> Self {
+        Memo::default()
+    }
+}
+
+impl PartialEq for Memo {
+    fn eq(&self, _: &Memo) -> bool {
+        true
+    }
+}
+
+impl Eq for Memo {}
+
+impl std::fmt::Debug for Memo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Memo({} results)", self.found.borrow().1.len())
+    }
 }
 
 impl SframeRegistry {
     /// An empty registry for an mm of `arch` (`mm_init_sframe()`).
     pub fn new(arch: Arch) -> Self {
-        SframeRegistry { arch, by_text: BTreeMap::new() }
+        SframeRegistry { arch, by_text: BTreeMap::new(), memo: Memo::default() }
     }
 
     /// The architecture of the mm.

@@ -18,14 +18,22 @@ use ::sframe::read::{
     V1_AMD64_PLT_ENTRY_SIZE,
 };
 
-use super::sframe::{HeaderCopy, SframeEntry, SframeRegistry};
-use super::types::{CfaBase, Found, Frame, Method, Recorder, Rule, Stop};
+use super::sframe::{HeaderCopy, Miss, SframeEntry, SframeRegistry};
+use super::types::{CfaBase, Found, Frame, Recorder, Rule};
 use crate::arch::Arch;
-use crate::memory::{Access, BlockedBytes, MemError, UserBytes};
+use crate::memory::{Access, BlockedBytes, MemError, UserBytes, UserMemory, PAGE_SIZE};
 
 impl SframeRegistry {
     /// `sframe_find()`: the rule for `ip`, or why there is none. Sections
     /// starting at an address in `removed` count as removed already.
+    ///
+    /// What a lookup found is remembered ([`super::sframe::Memo`]) where
+    /// the next lookup of the same IP in the same section would read the
+    /// same bytes with no fault: every page it read was resident, readable
+    /// and not writable, and the memory's generation has not moved since
+    /// (no map, unmap, protection change or eviction). The kernel reads the
+    /// section again each time; the bytes, the result and the faults (none)
+    /// are those it gets.
     pub(super) fn lookup(
         &self,
         mem: &Recorder<'_>,
@@ -38,79 +46,84 @@ impl SframeRegistry {
             .find(ip)
             .filter(|e| !removed.contains(&e.sframe_start))
             .ok_or(Miss::NoData("no .sframe section covers the IP"))?;
-        let src = HeaderCopy {
-            header: &entry.header,
-            rest: BlockedBytes::new(UserBytes {
-                mem,
-                addr: entry.sframe_start,
-                len: entry.sframe_end - entry.sframe_start,
-                access,
-            }),
-        };
-        let start = entry.sframe_start;
-        let fail = |error: Error| match error {
-            Error::Fault { offset } => Miss::Fault {
-                sframe_start: start,
-                // The recorder saw the failed read; its kind decides the walk's fate.
-                error: mem.last_error.get().unwrap_or(MemError::Unmapped { addr: start.wrapping_add(offset) }),
-            },
-            other => Miss::Corrupt { sframe_start: start, reason: other.to_string() },
-        };
-        let corrupt = |reason: &str| Miss::Corrupt { sframe_start: start, reason: reason.to_string() };
-        // Served from the copied header: no user-memory read.
-        let section = Section::parse(&src, start).map_err(fail)?;
-        let fde = find_fde(&section, entry, ip, &fail, &corrupt)?;
-        let fre = find_fre(&section, &fde, ip, &fail, &corrupt)?;
-        let header = section.header();
-        if !kernel_consumes_all_words(header.cfa_fixed_ra_offset, header.cfa_fixed_fp_offset, &fde, &fre) {
-            return Err(corrupt("data words do not match the rule (the kernel reads every word)"));
+        let generation = mem.generation().filter(|_| arch == self.arch());
+        let key = (ip, entry.sframe_start);
+        if let Some(found) = generation.and_then(|g| self.memo.get(g, key)) {
+            return found;
         }
-        if fde.kind == FdeKind::Flex && fre.word_count() > 0 && fre.word_unsigned(0).unwrap_or(0) & 1 == 0 {
-            return Err(Miss::NoData("flex CFA rule is not register-based"));
-        }
-        match rule::interpret(header, &fde, &fre).map_err(fail)?.rule {
-            RowRule::Outermost => Ok(Found::Outermost),
-            RowRule::Frame(frame) => Ok(Found::Frame(frame_of(&frame.resolved(header), fde.kind, arch))),
-        }
-    }
-}
-
-/// Why the SFrame method has no rule for an IP.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Miss {
-    /// Nothing describes the IP (`-EINVAL`): fall back.
-    NoData(&'static str),
-    /// The section is corrupt (`-EFAULT`): drop it, fall back.
-    Corrupt { sframe_start: u64, reason: String },
-    /// Reading the section failed.
-    Fault { sframe_start: u64, error: MemError },
-}
-
-impl Miss {
-    /// The section the kernel would drop for this miss: any `-EFAULT`, but
-    /// not a [`MemError::WouldFault`] (see the module docs of `unwind`).
-    pub(super) fn drops_section(&self) -> Option<u64> {
-        match self {
-            Miss::Corrupt { sframe_start, .. } => Some(*sframe_start),
-            Miss::Fault { sframe_start, error: MemError::Unmapped { .. } } => Some(*sframe_start),
-            Miss::NoData(_) | Miss::Fault { error: MemError::WouldFault { .. }, .. } => None,
-        }
-    }
-
-    /// True for a read refused because the context may not fault.
-    pub(super) fn is_would_fault(&self) -> bool {
-        matches!(self, Miss::Fault { error: MemError::WouldFault { .. }, .. })
-    }
-
-    /// How the walk reports this miss if no later method steps.
-    pub(super) fn stop(&self) -> Stop {
-        match self {
-            Miss::NoData(why) => Stop::NoMethod { misses: vec![super::types::Miss { method: Method::Sframe, why }] },
-            Miss::Corrupt { sframe_start, reason } => {
-                Stop::Corrupt { sframe_start: *sframe_start, reason: reason.clone() }
+        let touched = Touched { mem, pages: Default::default() };
+        let found = lookup_in(entry, &touched, access, arch, ip);
+        let cacheable = matches!(found, Ok(_) | Err(Miss::NoData(_)));
+        if let Some(g) = generation.filter(|_| cacheable) {
+            if touched.pages.borrow().iter().all(|&page| mem.stable_page(page)) {
+                self.memo.put(g, key, found.clone());
             }
-            Miss::Fault { error, .. } => Stop::Fault { addr: error.addr(), method: Method::Sframe },
         }
+        found
+    }
+}
+
+/// User memory that notes the pages read through it (each once, in order).
+struct Touched<'r, 'm> {
+    mem: &'r Recorder<'m>,
+    pages: std::cell::RefCell<Vec<u64>>,
+}
+
+impl UserMemory for Touched<'_, '_> {
+    fn read(&self, addr: u64, buf: &mut [u8], access: Access) -> Result<(), MemError> {
+        if !buf.is_empty() {
+            let mut pages = self.pages.borrow_mut();
+            let last = addr.saturating_add(buf.len() as u64 - 1) & !(PAGE_SIZE - 1);
+            let mut page = addr & !(PAGE_SIZE - 1);
+            loop {
+                if !pages.contains(&page) {
+                    pages.push(page);
+                }
+                if page >= last {
+                    break;
+                }
+                page += PAGE_SIZE;
+            }
+        }
+        self.mem.read(addr, buf, access)
+    }
+}
+
+/// [`SframeRegistry::lookup`] in `entry`, reading through `mem`.
+fn lookup_in(entry: &SframeEntry, mem: &Touched<'_, '_>, access: Access, arch: Arch, ip: u64) -> Result<Found, Miss> {
+    let src = HeaderCopy {
+        header: &entry.header,
+        rest: BlockedBytes::new(UserBytes {
+            mem,
+            addr: entry.sframe_start,
+            len: entry.sframe_end - entry.sframe_start,
+            access,
+        }),
+    };
+    let start = entry.sframe_start;
+    let fail = |error: Error| match error {
+        Error::Fault { offset } => Miss::Fault {
+            sframe_start: start,
+            // The recorder saw the failed read; its kind decides the walk's fate.
+            error: mem.mem.last_error.get().unwrap_or(MemError::Unmapped { addr: start.wrapping_add(offset) }),
+        },
+        other => Miss::Corrupt { sframe_start: start, reason: other.to_string() },
+    };
+    let corrupt = |reason: &str| Miss::Corrupt { sframe_start: start, reason: reason.to_string() };
+    // Served from the copied header: no user-memory read.
+    let section = Section::parse(&src, start).map_err(fail)?;
+    let fde = find_fde(&section, entry, ip, &fail, &corrupt)?;
+    let fre = find_fre(&section, &fde, ip, &fail, &corrupt)?;
+    let header = section.header();
+    if !kernel_consumes_all_words(header.cfa_fixed_ra_offset, header.cfa_fixed_fp_offset, &fde, &fre) {
+        return Err(corrupt("data words do not match the rule (the kernel reads every word)"));
+    }
+    if fde.kind == FdeKind::Flex && fre.word_count() > 0 && fre.word_unsigned(0).unwrap_or(0) & 1 == 0 {
+        return Err(Miss::NoData("flex CFA rule is not register-based"));
+    }
+    match rule::interpret(header, &fde, &fre).map_err(fail)?.rule {
+        RowRule::Outermost => Ok(Found::Outermost),
+        RowRule::Frame(frame) => Ok(Found::Frame(frame_of(&frame.resolved(header), fde.kind, arch))),
     }
 }
 

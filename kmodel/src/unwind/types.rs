@@ -266,6 +266,14 @@ impl UserMemory for Recorder<'_> {
         }
         result
     }
+
+    fn generation(&self) -> Option<u64> {
+        self.mem.generation()
+    }
+
+    fn stable_page(&self, addr: u64) -> bool {
+        self.mem.stable_page(addr)
+    }
 }
 
 /// The walks of [`KernelOptions::extra_unwinders`] that accompanied one of
