@@ -234,8 +234,11 @@ pub struct SframeRegistry {
 #[derive(Default)]
 pub(super) struct Memo {
     /// The generation the results were read at, and the results.
-    found: std::cell::RefCell<(u64, BTreeMap<(u64, u64), Result<Found, Miss>>)>,
+    found: std::cell::RefCell<(u64, Remembered)>,
 }
+
+/// Lookup results by (IP, section start).
+type Remembered = BTreeMap<(u64, u64), Result<Found, Miss>>;
 
 /// Results a [`Memo`] holds at most: then it starts over.
 const MEMO_ENTRIES: usize = 1 << 16;
