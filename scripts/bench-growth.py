@@ -10,7 +10,7 @@ side in one run, on x86-64:
   frames; a fixed loop at the bottom; the period grows with the depth so
   that each depth takes about as many samples);
 * threads (1 to 16: the lab's threads-v3 guest, 96 work items shared by N
-  worker threads);
+  worker threads, sampled every 97 instructions: a small workload);
 * processes (1 to 64 subshells of bash-static, each a fixed loop).
 
 Prints a Markdown table (the figures of BENCHMARKS.md) and draws the curves
@@ -88,7 +88,7 @@ def main():
         # with it, so every depth takes about as many samples (~9,000).
         "depth": [(d, bash, ["-c", f"f() {{ if [ $1 -gt 0 ]; then f $(($1-1)); else {loop(200)}; fi; }}; f {d}; echo done"],
                    997 * d // 30 | 1, 1) for d in (30, 100, 300, 1000)],
-        "threads": [(n, threads, ["workers", str(n)], 997, 2) for n in (1, 2, 4, 8, 16)],
+        "threads": [(n, threads, ["workers", str(n)], 97, 2) for n in (1, 2, 4, 8, 16)],
         "processes": [(n, bash, ["-c", f"n=0; while [ $n -lt {n} ]; do ( {loop(20)} ); n=$((n+1)); done; echo done"],
                        997, 1) for n in (1, 4, 16, 64)],
     }
