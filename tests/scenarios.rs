@@ -98,6 +98,16 @@ fn check_scenario(file: &Path, perf_dir: &Path) -> Checked {
         .then(|| (scenario.machine.arch.to_string(), perf_oracle::check(&report, perf_dir)));
     assert!(report.violations.is_empty(), "{}:\n{}", file.display(), report.violations.join("\n"));
     assert!(report.expectation_failures.is_empty(), "{}: {:?}", file.display(), report.expectation_failures);
+    // Every stack that is not exact has a named cause and a reason in the
+    // JSON report (issue 27): its groups count them all.
+    let json = serde_json::to_value(&report).unwrap();
+    let groups = json["failures"].as_array().unwrap_or_else(|| panic!("{}: no failures in the JSON", file.display()));
+    let counted: u64 = groups.iter().map(|g| g["count"].as_u64().unwrap_or(0)).sum();
+    assert_eq!(counted, report.summary.truncated + report.summary.wrong, "{}: stacks without a cause", file.display());
+    for g in groups {
+        let named = |k: &str| g[k].as_str().is_some_and(|v| !v.is_empty());
+        assert!(named("cause") && named("reason") && named("function"), "{}: {g}", file.display());
+    }
     let again = lab::run(&scenario).unwrap();
     assert!(again.log == report.log, "{}: two runs gave different logs", file.display());
     let name = file.file_stem().unwrap().to_string_lossy().into_owned();

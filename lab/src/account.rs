@@ -39,6 +39,12 @@ impl Report {
         for (why, n) in &s.lost_reasons {
             out += &format!("    lost {n}: {why}\n");
         }
+        if !r.failures.is_empty() {
+            let n = r.failures.len();
+            let groups = if n == 1 { "1 group".to_string() } else { format!("{n} groups, worst first") };
+            out += &format!("    why not exact, by function and cause ({groups}):\n");
+            out += &crate::explanation::listed(&r.failures, "      ");
+        }
         if s.unstitched > 0 {
             out += &format!(
                 "    never stitched: {} deferred samples (perf script prints each with its cookie as the last frame)\n",

@@ -192,7 +192,29 @@ fn story(r: &Report) -> Vec<String> {
          buffers where copying 8 KiB of stack per sample would have written {}.",
         s.samples, s.exact, s.unwinds, s.bytes_written, s.bytes_copy_baseline
     ));
+    if let Some(why) = why_not_exact(r) {
+        steps.push(format!("   {why}"));
+    }
     steps
+}
+
+/// The stacks of `r` that were not exact, and the worst group's
+/// explanation, as `run` and `validate` give them ([`crate::explain`]).
+fn why_not_exact(r: &Report) -> Option<String> {
+    let worst = r.failures.first()?;
+    let n: u64 = r.failures.iter().map(|f| f.count).sum();
+    Some(format!(
+        "Not exact: {n} stack(s) in {} group(s) by function and cause; the most: {} {} in {} [{}], e.g. frame {} at \
+         {}: {}.",
+        r.failures.len(),
+        worst.count,
+        worst.kind,
+        worst.example.function,
+        worst.example.cause,
+        worst.example.frame,
+        worst.example.place,
+        worst.example.reason
+    ))
 }
 
 fn exit_story(lost: &Report, kept: &Report) -> Vec<String> {
@@ -209,10 +231,11 @@ fn exit_story(lost: &Report, kept: &Report) -> Vec<String> {
         format!(
             "9. Upstream (Linux 7.3, whose deferred.c is the v6.19 variant) runs the pending unwind synchronously \
              right before exit_mm() (unwind_deferred_task_exit()) and cancels the task_work: {} of {} stacks \
-             delivered ({kept_exact} exact), {} lost. Stacks taken inside exit() stop early: their return \
-             addresses lie just past a noreturn call, where the SFrame lookup of the series v13 (no `ip - 1` for \
-             callers) finds no row.",
+             delivered ({kept_exact} exact), {} lost.",
             kept.summary.delivered, kept.summary.judged, kept.summary.lost
         ),
     ]
+    .into_iter()
+    .chain(why_not_exact(kept).map(|why| format!("   {why}")))
+    .collect()
 }

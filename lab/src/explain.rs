@@ -6,128 +6,13 @@
 //! object's file says about its code there (its FDEs, its `.sframe` row
 //! and the CFI's row at that PC).
 
+pub use crate::explanation::{Cause, Explanation, Failure};
 use crate::report::{Report, SampleResult};
 use crate::symbolise::{Located, Names};
 use crate::verdict::Verdict;
 use kmodel::arch::Arch;
 use kmodel::unwind::{Method, Stop};
-use serde::Serialize;
 use sframe::elf::compare::Gap;
-
-/// The kind of cause a stack left the truth, for grouping and filtering.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Cause {
-    /// No FDE covers the PC: code without CFI, so no SFrame either.
-    NoCfi,
-    /// The PC has CFI, but no registered `.sframe` section covers it.
-    NoSection,
-    /// The return address lies just past a call to a `noreturn` function
-    /// that ends its caller.
-    PastNoreturn,
-    /// The SFrame row there gives a caller other than the truth.
-    WrongRow,
-    /// The SFrame rows agree with the CFI, and the CFI itself gives a
-    /// caller other than the truth: it describes another frame than the
-    /// caller's (glibc's `__longjmp` describes the jump target's).
-    CfiWrong,
-    /// An SFrame rule that needs a register the walk cannot read there: a
-    /// register-based rule or an RA in the link register below the topmost
-    /// frame (its registers are the callee's), or a register the machine
-    /// lacks (`kmodel::unwind::REGISTER_CHECKS`).
-    RegisterRule,
-    /// Another SFrame rule the unwinder refuses (a CFA that does not move
-    /// toward the caller, an RA or FP at the CFA without a load).
-    BadRule,
-    /// The frame is a signal trampoline: its caller is in the signal frame.
-    SignalFrame,
-    /// The frame-pointer fallback (or walk) found a wrong caller.
-    FpWrong,
-    /// An earlier frame unwound by frame pointers left a wrong stack or
-    /// frame pointer, and the walk went astray from there.
-    FpAstray,
-    /// The frame-pointer chain ended (the FP unwinder's usual end).
-    FpEnded,
-    /// The `.sframe` section was dropped as corrupt.
-    CorruptSection,
-    /// A read of user memory failed: the stack (or `.sframe`) was not there.
-    Fault,
-    /// The walk recorded its most entries.
-    MaxEntries,
-    /// The first entry is not the interrupted PC.
-    FirstEntry,
-}
-
-impl std::fmt::Display for Cause {
-    /// A short label people read: `no CFI`, `past a noreturn call`.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Cause::NoCfi => "no CFI",
-            Cause::NoSection => "no registered section",
-            Cause::PastNoreturn => "past a noreturn call",
-            Cause::WrongRow => "wrong SFrame row",
-            Cause::CfiWrong => "CFI gives a wrong caller",
-            Cause::RegisterRule => "register rule below the top",
-            Cause::BadRule => "refused SFrame rule",
-            Cause::SignalFrame => "signal trampoline",
-            Cause::FpWrong => "frame pointers wrong",
-            Cause::FpAstray => "astray after an FP frame",
-            Cause::FpEnded => "frame pointers ended",
-            Cause::CorruptSection => "corrupt section dropped",
-            Cause::Fault => "user memory fault",
-            Cause::MaxEntries => "most entries",
-            Cause::FirstEntry => "first entry",
-        })
-    }
-}
-
-/// The first place a stack went wrong, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Explanation {
-    /// Depth of the last right frame (0: the interrupted PC): the one the
-    /// walk failed to unwind.
-    pub frame: usize,
-    /// Its PC (frame 0) or return address.
-    pub pc: u64,
-    /// The object holding it (`libc.so.6`), or `?` where none is mapped.
-    pub object: String,
-    /// Where that is: `function+0x12`, `libc.so.6!puts+0x1c`,
-    /// `busybox!nofde@0x4ed900+0x16a` (code no FDE covers, named by the
-    /// start of its stretch), or hex where no object is mapped.
-    pub place: String,
-    /// The function alone (for grouping): `libc.so.6!puts`,
-    /// `libc.so.6!fde@0x27710`, `busybox!nofde@0x4ed900`.
-    pub function: String,
-    /// The kind of cause.
-    pub cause: Cause,
-    /// Why, in words.
-    pub reason: String,
-    /// The object's own `.sframe` row at the PC, in words, if one applies.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub sframe_row: Option<String>,
-    /// The CFI's row at the PC as an SFrame rule, in words (for a wrong row).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cfi_row: Option<String>,
-    /// The true caller (the truth's next entry), for a wrong stack.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub expected: Option<u64>,
-    /// What the walk delivered instead, for a wrong stack.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub got: Option<u64>,
-    /// For a wrong row: the frame's true CFA, from the ground truth (the
-    /// stack pointer at the call that made the frame).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub true_cfa: Option<u64>,
-    /// For a wrong row: where its caller's return address truly is, where
-    /// the call pushed it (x86-64); on AArch64 and s390x the call leaves it
-    /// in the link register and the ground truth does not see where the
-    /// function saves it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ra_slot: Option<u64>,
-    /// For a wrong row: its caller's true return address.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub true_ra: Option<u64>,
-}
 
 /// Where frame `at` of `s` truly had its CFA and its caller's return
 /// address, from the ground truth: (CFA, the return address's stack slot
@@ -189,6 +74,42 @@ fn place_of(names: &Names<'_>, spot: &Spot<'_>, words: bool) -> (String, String)
         return (say(words, || format!("{function}+{:#x}", l.link - gap.start)), function);
     }
     (say(words, || names.name(pc)), names.function(pc))
+}
+
+/// Every non-exact stack of `report` in groups by function and cause,
+/// worst first (most samples, then wrong before truncated): each stack
+/// classified, only each group's first explained in words (its example),
+/// as `validate` and the run reports show them.
+pub fn group(report: &Report) -> Vec<Failure> {
+    let mut failures: std::collections::BTreeMap<(Cause, String), Failure> = Default::default();
+    for s in &report.samples {
+        let Some(class) = classify(report, s) else { continue };
+        let kind = s.verdict.kind();
+        let pc = class.pc;
+        let group = failures.entry((class.cause, class.function)).or_insert_with(|| Failure {
+            example: explain(report, s).expect("a classified stack is explained"),
+            kind,
+            count: 0,
+            truncated: 0,
+            wrong: 0,
+            pcs: Vec::new(),
+        });
+        group.count += 1;
+        group.truncated += u64::from(kind == "truncated");
+        group.wrong += u64::from(kind == "wrong");
+        if let Err(at) = group.pcs.binary_search(&pc) {
+            group.pcs.insert(at, pc);
+        }
+    }
+    let mut failures: Vec<Failure> = failures.into_values().collect();
+    failures.sort_by(|a, b| {
+        b.count
+            .cmp(&a.count)
+            .then(b.wrong.cmp(&a.wrong))
+            .then(a.example.function.cmp(&b.example.function))
+            .then(a.example.cause.cmp(&b.example.cause))
+    });
+    failures
 }
 
 /// Explains sample `s` of `report` if its stack is truncated or wrong.

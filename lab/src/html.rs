@@ -38,6 +38,10 @@ pub fn report(r: &Report) -> String {
     );
     let _ = write!(out, "<h1>unwindlab report: {}</h1><p>{}</p>", esc(&r.scenario.name), esc(&r.scenario.description));
     summary(r, &mut out);
+    if !r.failures.is_empty() {
+        out.push_str("<h2 id=\"why\">Why stacks were not exact, by function and cause</h2>");
+        out.push_str(&failures_table(&r.failures));
+    }
     out.push_str("<h2 id=\"timeline\">Timeline</h2>");
     timeline_svg(r, &mut out);
     out.push_str("<h2 id=\"samples\">Samples: ground truth and what the tracer got</h2>");
@@ -45,6 +49,38 @@ pub fn report(r: &Report) -> String {
     out.push_str("<h2 id=\"flame\">Flame graph of the delivered user stacks</h2>");
     flame_svg(r, &mut out);
     out.push_str("</body></html>\n");
+    out
+}
+
+/// Failure groups as a table, a row per function and cause, every group:
+/// samples, truncated, wrong, the example's depth, PC and place, up to
+/// eight PCs, and why (rows with wrong stacks marked).
+pub(crate) fn failures_table(failures: &[crate::explanation::Failure]) -> String {
+    let mut out = String::from(
+        "<table><tr><th>samples</th><th>truncated</th><th>wrong</th><th>function</th><th>cause</th>\
+         <th>example (depth, PC)</th><th>PCs</th><th>why</th></tr>",
+    );
+    for f in failures {
+        let class = if f.wrong > 0 { " class=\"bad\"" } else { "" };
+        let pcs: Vec<String> = f.pcs.iter().take(8).map(|pc| format!("{pc:#x}")).collect();
+        let more = if f.pcs.len() > 8 { format!(" … ({} in all)", f.pcs.len()) } else { String::new() };
+        let _ = write!(
+            out,
+            "<tr{class}><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td>\
+             <td>frame {} at <code>{:#x}</code> <code>{}</code></td><td><code>{}</code>{more}</td><td>{}</td></tr>",
+            f.count,
+            f.truncated,
+            f.wrong,
+            esc(&f.example.function),
+            esc(&f.example.cause.to_string()),
+            f.example.frame,
+            f.example.pc,
+            esc(&f.example.place),
+            pcs.join(" "),
+            esc(&f.example.reason)
+        );
+    }
+    out.push_str("</table>");
     out
 }
 

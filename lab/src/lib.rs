@@ -46,6 +46,7 @@
 mod account;
 pub mod demo;
 pub mod explain;
+pub mod explanation;
 pub mod export;
 #[cfg(feature = "fuzzgen")]
 pub mod fuzz;

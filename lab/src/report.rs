@@ -163,6 +163,10 @@ pub struct Report {
     pub summary: Summary,
     /// Every judged sample.
     pub samples: Vec<SampleResult>,
+    /// Every non-exact stack, in groups by function and cause, worst
+    /// first, each with its first stack explained ([`crate::explain`], as
+    /// `validate` lists them); empty in runs made for verdicts alone.
+    pub failures: Vec<crate::explanation::Failure>,
     /// The guests.
     pub guests: Vec<GuestResult>,
     /// Invariant violations, with their histories.

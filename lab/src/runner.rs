@@ -301,6 +301,7 @@ fn report(mut run: Run<'_>, with_log: bool, extra: usize, perf: bool) -> (Report
         parts: run.scenario.kernel.profile.parts(run.scenario),
         summary,
         samples,
+        failures: Vec::new(),
         guests,
         violations,
         expectation_failures: Vec::new(),
@@ -310,5 +311,8 @@ fn report(mut run: Run<'_>, with_log: bool, extra: usize, perf: bool) -> (Report
         perf,
     };
     report.expectation_failures = crate::judge::expectations(&report);
+    if with_log {
+        report.failures = crate::explain::group(&report);
+    }
     (report, extras)
 }

@@ -13,7 +13,7 @@ use kmodel::arch::Arch;
 use kmodel::unwind::{Method, SframeMode};
 use serde::Serialize;
 
-use crate::explain::{Cause, Explanation};
+pub use crate::explanation::Failure;
 use crate::loader::Registration;
 use crate::report::{Progress, RunError};
 use crate::scenario::{Guest, KernelConfig, Machine, Profile, Scenario, Tracer};
@@ -81,27 +81,6 @@ pub struct Judged {
     /// Its SFrame: `its own .sframe (SFrame V1)`, `generated from its CFI
     /// (SFrame V3)`, or `none`.
     pub sframe: String,
-}
-
-/// A group of stacks that left the truth in the same function for the
-/// same cause, with the first of them as the example.
-#[derive(Debug, Clone, Serialize)]
-pub struct Failure {
-    /// The first stack of the group, explained: where (function, object,
-    /// PC, depth), the cause and the reason, the rows and the truth. Its
-    /// fields appear at the top level of the JSON.
-    #[serde(flatten)]
-    pub example: Explanation,
-    /// "truncated" or "wrong" (the example's; a group may hold both).
-    pub kind: &'static str,
-    /// How many samples failed in this function for this cause.
-    pub count: u64,
-    /// Of those, truncated and wrong.
-    pub truncated: u64,
-    /// Wrong stacks.
-    pub wrong: u64,
-    /// The distinct PCs they failed at, by address.
-    pub pcs: Vec<u64>,
 }
 
 /// Runs `elf` with `args` once, sampling every `every` instructions, and
@@ -265,37 +244,7 @@ pub fn validate_sframe(
 /// One unwinder's result from the `report` of a run judged with its
 /// stacks alone.
 fn result(report: &crate::report::Report, source: SframeSource, registration: Registration) -> UnwinderResult {
-    let mut failures: BTreeMap<(Cause, String), Failure> = BTreeMap::new();
-    for s in &report.samples {
-        // Every sample classified; only each group's first explained in
-        // words (the example), the rest would be dropped.
-        let Some(class) = crate::explain::classify(report, s) else { continue };
-        let kind = s.verdict.kind();
-        let pc = class.pc;
-        let group = failures.entry((class.cause, class.function)).or_insert_with(|| Failure {
-            example: crate::explain::explain(report, s).expect("a classified stack is explained"),
-            kind,
-            count: 0,
-            truncated: 0,
-            wrong: 0,
-            pcs: Vec::new(),
-        });
-        group.count += 1;
-        group.truncated += u64::from(kind == "truncated");
-        group.wrong += u64::from(kind == "wrong");
-        if let Err(at) = group.pcs.binary_search(&pc) {
-            group.pcs.insert(at, pc);
-        }
-    }
-    let mut failures: Vec<Failure> = failures.into_values().collect();
-    // Worst first: most samples, then wrong before truncated.
-    failures.sort_by(|a, b| {
-        b.count
-            .cmp(&a.count)
-            .then(b.wrong.cmp(&a.wrong))
-            .then(a.example.function.cmp(&b.example.function))
-            .then(a.example.cause.cmp(&b.example.cause))
-    });
+    let failures = crate::explain::group(report);
     let s = &report.summary;
     UnwinderResult {
         samples: s.judged,
@@ -369,9 +318,6 @@ impl Drop for GeneratedCopy {
     }
 }
 
-/// Failure groups listed per unwinder in [`text`].
-const LISTED: usize = 15;
-
 /// The warning that a run's kernel model broke its invariants.
 fn violations_warning(violations: &[String], first: &str) -> String {
     format!(
@@ -405,26 +351,7 @@ pub fn text(results: &BTreeMap<String, UnwinderResult>) -> String {
         if r.registration == Registration::Loader {
             out += "    sections: every loaded object's (a simulated loader registers each as it is mapped)\n";
         }
-        for f in r.failures.iter().take(LISTED) {
-            let pcs = match f.pcs.len() {
-                1 => String::new(),
-                n => format!(", {n} PCs"),
-            };
-            out += &format!(
-                "    {:6} × {} in {} [{}]: e.g. frame {} at {:#x} ({}{pcs}): {}\n",
-                f.count,
-                f.kind,
-                f.example.function,
-                f.example.cause,
-                f.example.frame,
-                f.example.pc,
-                f.example.place,
-                f.example.reason
-            );
-        }
-        if r.failures.len() > LISTED {
-            out += &format!("    … {} more groups (--json lists all)\n", r.failures.len() - LISTED);
-        }
+        out += &crate::explanation::listed(&r.failures, "    ");
     }
     out
 }
@@ -462,29 +389,8 @@ pub fn html(title: &str, results: &BTreeMap<String, UnwinderResult>) -> String {
         if r.failures.is_empty() {
             continue;
         }
-        out += "<h3>Where the stacks left the truth, per function</h3><table><tr><th>samples</th>\
-                <th>truncated</th><th>wrong</th><th>function</th><th>cause</th><th>example (depth, PC)</th>\
-                <th>PCs</th><th>why</th></tr>";
-        for f in &r.failures {
-            let class = if f.wrong > 0 { " class=\"bad\"" } else { "" };
-            let pcs: Vec<String> = f.pcs.iter().take(8).map(|pc| format!("{pc:#x}")).collect();
-            let more = if f.pcs.len() > 8 { format!(" … ({} in all)", f.pcs.len()) } else { String::new() };
-            out += &format!(
-                "<tr{class}><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td>\
-                 <td>frame {} at <code>{:#x}</code> <code>{}</code></td><td><code>{}</code>{more}</td><td>{}</td></tr>",
-                f.count,
-                f.truncated,
-                f.wrong,
-                esc(&f.example.function),
-                esc(&f.example.cause.to_string()),
-                f.example.frame,
-                f.example.pc,
-                esc(&f.example.place),
-                pcs.join(" "),
-                esc(&f.example.reason)
-            );
-        }
-        out += "</table>";
+        out += "<h3>Where the stacks left the truth, per function</h3>";
+        out += &crate::html::failures_table(&r.failures);
     }
     out += "</body></html>\n";
     out
