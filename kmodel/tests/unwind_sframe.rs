@@ -6,7 +6,9 @@ mod support;
 
 use kmodel::arch::{Arch, UserRegs};
 use kmodel::memory::{Access, PagedMemory};
-use kmodel::unwind::{unwind_user, Method, Miss, SframeRegistry, Stop, Trace, UnwindConfig, UNWIND_MAX_ENTRIES};
+use kmodel::unwind::{
+    unwind_user, Method, Miss, SframeMode, SframeRegistry, Stop, Trace, UnwindConfig, UNWIND_MAX_ENTRIES,
+};
 use sframe::write::{RawFunction, RawRow, Word};
 use sframe::{Abi, Version};
 use support::sections::{ctl, flex_row, frame_record, registered, table, word, SFRAME, STACK, TEXT};
@@ -473,4 +475,51 @@ fn hostile_sections_and_stacks_never_panic() {
         }
     }
     assert!(walks > 1000);
+}
+
+/// Memory whose pages never change: its generation never moves and every
+/// page is stable, so the model remembers every lookup made in it.
+struct Frozen(PagedMemory);
+
+impl kmodel::memory::UserMemory for Frozen {
+    fn read(&self, addr: u64, buf: &mut [u8], access: Access) -> Result<(), kmodel::memory::MemError> {
+        self.0.read(addr, buf, access)
+    }
+
+    fn generation(&self) -> Option<u64> {
+        Some(0)
+    }
+
+    fn stable_page(&self, _: u64) -> bool {
+        true
+    }
+}
+
+/// A remembered lookup is what a new lookup finds: walks again in the same
+/// memory give the walk a memory that remembers nothing gives, also after
+/// the section is registered again, at the same place, for other text
+/// (which changes no memory).
+#[test]
+fn remembered_lookups_are_what_new_lookups_find() {
+    let (mut mem, regs) = x86_stack(0x40_1320, F3);
+    let t = table(Version::V3, Abi::Amd64, x86_functions());
+    let mut registry = registered(&mut mem, Arch::X86_64, &t);
+    let sframe = registry.entries().next().map(|e| (e.sframe_start, e.sframe_end)).unwrap();
+    let fresh = run(&regs, &mem, &mut registry.clone(), Access::Faultable);
+    let frozen = Frozen(mem);
+    let cfg = UnwindConfig::default();
+    for _ in 0..2 {
+        assert_eq!(unwind_user(&regs, &frozen, &mut registry, Access::Faultable, &cfg), fresh);
+    }
+    // Now main (0x40_1000) starts before the registered text, which its
+    // return address 0x40_1080 lies in: the lookup finds the section, then
+    // refuses the function.
+    registry.remove(SFRAME).unwrap();
+    let text = (0x40_1050, 0x40_4000);
+    registry.add(&frozen.0, support::ANY_VMA, Access::Faultable, sframe, text, SframeMode::Lab, false).unwrap();
+    let mut other = SframeRegistry::new(Arch::X86_64);
+    other.add(&frozen.0, support::ANY_VMA, Access::Faultable, sframe, text, SframeMode::Lab, false).unwrap();
+    let fresh = run(&regs, &frozen.0, &mut other, Access::Faultable);
+    assert_ne!(fresh.methods, [Method::Sframe; 3], "main's frame is no longer SFrame's");
+    assert_eq!(unwind_user(&regs, &frozen, &mut registry, Access::Faultable, &cfg), fresh);
 }

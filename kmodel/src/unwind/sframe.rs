@@ -225,7 +225,8 @@ pub struct SframeRegistry {
     pub(super) memo: Memo,
 }
 
-/// The results of [`SframeRegistry`] lookups, by (IP, section start), for
+/// The results of [`SframeRegistry`] lookups, by IP and section (its
+/// start and end, and the text it describes), for
 /// as long as the memory they were read from keeps its generation
 /// ([`UserMemory::generation`]): a lab shortcut with no kernel
 /// counterpart, which the lookup uses only where it gives what a new
@@ -237,22 +238,26 @@ pub(super) struct Memo {
     found: std::cell::RefCell<(u64, Remembered)>,
 }
 
-/// Lookup results by (IP, section start).
-type Remembered = BTreeMap<(u64, u64), Result<Found, Miss>>;
+/// What a lookup's result depends on besides the bytes: the IP, the
+/// section's start and end, and its text's start and end.
+pub(super) type MemoKey = [u64; 5];
+
+/// Lookup results by [`MemoKey`].
+type Remembered = BTreeMap<MemoKey, Result<Found, Miss>>;
 
 /// Results a [`Memo`] holds at most: then it starts over.
 const MEMO_ENTRIES: usize = 1 << 16;
 
 impl Memo {
     /// The result for `key` read at `generation`, if remembered.
-    pub(super) fn get(&self, generation: u64, key: (u64, u64)) -> Option<Result<Found, Miss>> {
+    pub(super) fn get(&self, generation: u64, key: MemoKey) -> Option<Result<Found, Miss>> {
         let found = self.found.borrow();
         (found.0 == generation).then(|| found.1.get(&key).cloned()).flatten()
     }
 
     /// Remembers `result` for `key`, read at `generation` (forgetting
     /// what was read at another).
-    pub(super) fn put(&self, generation: u64, key: (u64, u64), result: Result<Found, Miss>) {
+    pub(super) fn put(&self, generation: u64, key: MemoKey, result: Result<Found, Miss>) {
         let mut found = self.found.borrow_mut();
         if found.0 != generation || found.1.len() >= MEMO_ENTRIES {
             *found = (generation, BTreeMap::new());

@@ -47,7 +47,9 @@ impl SframeRegistry {
             .filter(|e| !removed.contains(&e.sframe_start))
             .ok_or(Miss::NoData("no .sframe section covers the IP"))?;
         let generation = mem.generation().filter(|_| arch == self.arch());
-        let key = (ip, entry.sframe_start);
+        // The entry's ranges too: a section unregistered and registered
+        // again at the same place for other text changes no memory.
+        let key = [ip, entry.sframe_start, entry.sframe_end, entry.text_start, entry.text_end];
         if let Some(found) = generation.and_then(|g| self.memo.get(g, key)) {
             return found;
         }
