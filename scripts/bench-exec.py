@@ -17,6 +17,8 @@ import sys
 import tempfile
 import time
 
+from bench_env import ENV  # every run's environment, fixed (see there)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "target/release/unwindlab")
 CACHE = os.environ.get("UNWINDLAB_DEBIAN_CACHE",
@@ -26,10 +28,6 @@ ARCHES = [("amd64", "x86_64", "x86-64"), ("arm64", "aarch64", "AArch64"), ("s390
 FORKS = 'n=0; for i in {1..200}; do echo $i | { read x; n=$((n+x)); }; x=$(echo $i); done; echo $x'
 
 
-# Every run's environment, fixed (both sides see it): Debian's bash started
-# with SHLVL unset or 0 sources /etc/bash.bashrc and ~/.bashrc, as when sshd
-# starts it, and a busy ~/.bashrc would be the work measured.
-ENV = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "LANG": "C", "SHLVL": "1"}
 
 
 def best_of(cmd, stdin=None, env=None, cwd=None, runs=2):

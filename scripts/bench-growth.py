@@ -29,16 +29,13 @@ import sys
 import tempfile
 import time
 
+from bench_env import ENV  # every run's environment, fixed (see there)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CACHE = os.environ.get("UNWINDLAB_DEBIAN_CACHE") or os.path.join(
     os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "unwindlab", "debian")
 
 
-# Every run's environment, fixed: `exec` hands the host's to the guest, and
-# Debian's bash started with SHLVL unset or 0 sources /etc/bash.bashrc and
-# ~/.bashrc (what bash does when it thinks sshd started it): on a machine
-# with a busy ~/.bashrc that is a hundred times the work measured.
-ENV = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "LANG": "C", "SHLVL": "1"}
 
 
 def measured(cmd):

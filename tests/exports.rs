@@ -80,6 +80,6 @@ fn check_exports(file: &std::path::Path) -> usize {
 fn every_timeline_is_valid_chrome_trace_json_and_folded_stacks_are_well_formed() {
     // One run per scenario, on one worker per CPU.
     let files = common::scenario_files();
-    let total_flows: usize = common::par_map(&files, |file| check_exports(file)).into_iter().sum();
+    let total_flows: usize = common::par::par_map(&files, |file| check_exports(file)).into_iter().sum();
     assert!(total_flows > 100);
 }

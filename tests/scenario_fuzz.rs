@@ -82,7 +82,7 @@ fn generated_scenarios_run_or_fail_clearly_and_replay_identically() {
     let mut samples = 0;
     // The inputs on one worker per CPU; their tallies in seed order.
     let seeds: Vec<u64> = (0..INPUTS).collect();
-    for (kind, ran) in common::par_map(&seeds, |&seed| exercise_seed(seed)) {
+    for (kind, ran) in common::par::par_map(&seeds, |&seed| exercise_seed(seed)) {
         *outcomes.entry(kind).or_default() += 1;
         if let Some((n, actions)) = ran {
             samples += n;

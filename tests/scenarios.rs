@@ -53,7 +53,7 @@ fn every_scenario_runs_deterministically_and_matches_its_snapshot() {
     let mut oracle: std::collections::BTreeMap<String, (usize, perf_oracle::Compared)> = Default::default();
     // Each scenario is run (twice), read by perf and judged on a worker;
     // the snapshots are then checked in file order.
-    for c in common::par_map(&files, |file| check_scenario(file, &perf_dir)) {
+    for c in common::par::par_map(&files, |file| check_scenario(file, &perf_dir)) {
         if let Some((arch, compared)) = c.oracle {
             let entry = oracle.entry(arch).or_default();
             entry.0 += 1;

@@ -449,9 +449,9 @@ mod tests {
     #[test]
     fn blocked_reads_are_plain_reads() {
         let data: Vec<u8> = (0..0x300u32).map(|i| (i * 7) as u8).collect();
-        let (start, len) = (0x1e80u64, data.len() as u64); // two pages
-                                                           // Fields of every size, in the order a scan reads them, the last
-                                                           // running into the second page.
+        // Two pages; fields of every size, in the order a scan reads them,
+        // the last running into the second page.
+        let (start, len) = (0x1e80u64, data.len() as u64);
         let fields: Vec<(u64, usize)> = (0..len - 8).step_by(3).map(|o| (o, [1, 2, 4, 8][o as usize % 4])).collect();
         for access in [Access::NoFault, Access::Faultable] {
             for evicted in [false, true] {

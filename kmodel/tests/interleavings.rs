@@ -418,28 +418,9 @@ fn explore(cfg: Config) -> Tally {
 
 #[test]
 fn every_single_and_paired_placement_keeps_every_invariant() {
-    // The configurations are independent: one worker per CPU takes them in
-    // turn (each run is single-threaded, the test would use one core).
+    // The configurations are independent: one worker per CPU.
     let cfgs = configs(KernelVersion::V6_19);
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let tally = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..workers)
-            .map(|_| {
-                s.spawn(|| {
-                    let mut sum = Tally::default();
-                    while let Some(&cfg) = cfgs.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) {
-                        sum = sum.merge(explore(cfg));
-                    }
-                    sum
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-            .fold(Tally::default(), Tally::merge)
-    });
+    let tally = support::par::par_map(&cfgs, |&cfg| explore(cfg)).into_iter().fold(Tally::default(), Tally::merge);
     let Tally { explored, waited, hazards, threaded, mid_walk } = tally;
     println!(
         "explored {explored} interleavings ({threaded} with two threads in one mm); in {waited} an init waited \

@@ -204,16 +204,9 @@ fn why_not_exact(r: &Report) -> Option<String> {
     let worst = r.failures.first()?;
     let n: u64 = r.failures.iter().map(|f| f.count).sum();
     Some(format!(
-        "Not exact: {n} stack(s) in {} group(s) by function and cause; the most: {} {} in {} [{}], e.g. frame {} at \
-         {}: {}.",
+        "Not exact: {n} stack(s) in {} group(s) by function and cause; the most: {}.",
         r.failures.len(),
-        worst.count,
-        worst.kind,
-        worst.example.function,
-        worst.example.cause,
-        worst.example.frame,
-        worst.example.place,
-        worst.example.reason
+        crate::explanation::line(worst).trim_start()
     ))
 }
 

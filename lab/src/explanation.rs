@@ -159,8 +159,8 @@ pub fn listed(failures: &[Failure], indent: &str) -> String {
     out
 }
 
-/// A failure group in one line of text: its count and kind, function, cause, example frame, PC and
-/// place, how many PCs, and the reason.
+/// A failure group in one line of text: its count and kind, function,
+/// cause, example frame, PC and place, how many PCs, and the reason.
 pub fn line(f: &Failure) -> String {
     let pcs = match f.pcs.len() {
         1 => String::new(),

@@ -5,7 +5,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::scenario::*;
+use crate::scenario::{
+    Action, Guest, Scenario, ScenarioError, Tracer, MAX_FILES, MAX_FILES_BYTES, MAX_FILE_BYTES, MAX_FTRACE_INSTANCES,
+};
 
 /// Longest guest path: Linux's `PATH_MAX` less its NUL.
 const MAX_PATH: usize = 4095;

@@ -44,6 +44,7 @@ impl Verdict {
     /// `delivered` (or all `depth`), which a walk bounded by
     /// `UNWIND_MAX_ENTRIES` never outgrows.
     pub fn judge_prefix(delivered: &[u64], truth: &[u64], depth: usize) -> Verdict {
+        debug_assert!(truth.len() == depth || truth.len() > delivered.len(), "the truth kept is too short");
         if let Some(frame) = delivered.iter().zip(truth).position(|(d, t)| d != t) {
             return Verdict::Wrong { frame, expected: Some(truth[frame]), got: delivered[frame] };
         }

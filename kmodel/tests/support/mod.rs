@@ -1,9 +1,11 @@
 //! The fixtures the kmodel tests share, each defined once: kernels and
 //! their tasks ([`kernel`], [`task`], [`callbacks`]), a synthetic
 //! frame-pointer stack ([`stack`]), and stacks and `.sframe` sections
-//! placed in memory for the unwinder tests ([`sections`]).
+//! placed in memory for the unwinder tests ([`sections`]), and a
+//! parallel map for long tests of independent runs ([`par`]).
 #![allow(dead_code)]
 
+pub mod par;
 pub mod sections;
 pub mod stack;
 
