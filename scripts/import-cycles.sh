@@ -6,6 +6,8 @@
 # strongly connected group of more than one file is reported. A `mod x;`
 # declaration is not an import; inline `mod x { … }` blocks (tests) count as
 # part of their file. Comments are ignored, so intra-doc links do not count.
+# It also fails if a lower layer imports a higher one (LAYERS below: emu's
+# machine knows nothing of the Linux it runs).
 #
 #   scripts/import-cycles.sh [crate dir …]   (default: every crate of the workspace)
 set -eu
@@ -183,6 +185,10 @@ def cycles(graph):
     return out
 
 
+# Folders of a crate that must not import another folder of it: (crate,
+# lower folder, higher folder), paths below the crate's src/.
+LAYERS = [("emu", "machine", "linux")]
+
 failed = False
 for crate in sys.argv[1:]:
     src = os.path.join(crate, "src")
@@ -200,7 +206,16 @@ for crate in sys.argv[1:]:
             for b in sorted(graph[a]):
                 if a < b and a in graph.get(b, ()):
                     print(f"  {a} <-> {b} (import each other)")
+    for name, lower, higher in LAYERS:
+        if os.path.normpath(crate) != name:
+            continue
+        low, high = os.path.join(src, lower) + os.sep, os.path.join(src, higher) + os.sep
+        for a in sorted(graph):
+            for b in sorted(graph[a]):
+                if a.startswith(low) and b.startswith(high):
+                    failed = True
+                    print(f"{crate}: {a} imports {b}: {lower}/ must not import {higher}/")
 if failed:
     sys.exit(1)
-print("no import cycles in: " + " ".join(sys.argv[1:]))
+print("no import cycles, no layer imported from below, in: " + " ".join(sys.argv[1:]))
 PY

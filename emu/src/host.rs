@@ -27,7 +27,7 @@ pub fn config(elf: &OsStr, args: &[OsString], record_syscalls: bool) -> Config {
         cwd: std::env::current_dir().ok().map(|d| d.as_os_str().as_bytes().to_vec()),
         // Exact counts for the clock and the quanta; no ground truth, which
         // nothing here reads.
-        tracking: crate::track::Tracking::Count,
+        tracking: crate::machine::track::Tracking::Count,
         ..Config::default()
     }
 }

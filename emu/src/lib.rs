@@ -21,20 +21,18 @@
 //!
 //! # How it is built
 //!
-//! * **The emulator** ([`Emulator`]): its machine state and what is done
-//!   with it (`emulator.rs`: memory map, guest memory as the kernel reads
-//!   it, registers); loading a program (`load.rs`: segments, initial stack,
-//!   engine, CPU); and the run loop (`run.rs`), the one place that services
-//!   system calls and turns faults and traps into signals. Files depend on
-//!   each other one way only (`scripts/import-cycles.sh`): what lies below
-//!   the machine state (architectures, engine, memory, tracking) knows
-//!   nothing of it; system calls and signal frames work on it and are
-//!   called only from loading and the run loop.
+//! In two halves, as QEMU keeps its CPU engine apart from `linux-user/`;
+//! files import one way only, and `machine/` never imports `linux/`
+//! (`scripts/import-cycles.sh` checks both).
+//!
+//! **The machine** (`machine/`): the engine and what the lab adds to it.
+//!
 //! * **Architectures** ([`arch`]): the architecture is the kernel model's
 //!   [`Arch`]; one [`Machine`] trait, one small impl per architecture
-//!   ([`arch::machine`]); everything constant (registers, syscall
+//!   (`arch/machine.rs`); everything constant (registers, syscall
 //!   convention, `struct stat` layout, `AT_HWCAP`, trampolines) is an
-//!   [`ArchInfo`] table ([`arch::info`]).
+//!   [`ArchInfo`] table ([`arch::info`]). A CPU interrupt is reported as an
+//!   [`arch::Interrupt`]; which signal it becomes is Linux's business.
 //! * **Memory** ([`memory`], [`engine`], `hooks.rs`): Unicorn runs with its
 //!   *virtual* TLB, whose fill hook consults the [`PageTable`]. A fill is the guest
 //!   touching a page: a non-resident page becomes resident and is counted as
@@ -43,9 +41,7 @@
 //!   emulator owns (`ram.rs`), so a second engine can share it. This one mechanism works on
 //!   all three architectures (s390x reports nothing usable otherwise), gives
 //!   per-page permissions and residency, and makes eviction a TLB flush.
-//! * **System calls** ([`syscall`]): one table keyed by name with the
-//!   numbers for each architecture; handlers are shared. A hook only records
-//!   the trap and stops the engine; the run loop services the call.
+//!   The objects mapped from files are [`objects`].
 //! * **Instruction count and ground truth** ([`track`], [`flow`],
 //!   [`shadow`]): a hook per translated block counts instructions (each
 //!   block decoded once with Capstone) and keeps the ground-truth
@@ -54,78 +50,70 @@
 //!   stops execute the same instructions; the instructions of a block
 //!   before a stop inside it run in a second engine on the same memory
 //!   (`step.rs`), so no translation is cut. [`Tracking::Instructions`] adds a
-//!   per-instruction reference that tests compare against. [`NmiSource`]
-//!   stops every N instructions and reports registers and ground truth.
-//! * **The kernel model's view** ([`UserView`], `From<&Regs>` for
-//!   [`kmodel::arch::UserRegs`]): user memory with faultable and
-//!   non-faultable reads, registers by DWARF number.
-//! * **The process** (`process.rs`): what the kernel keeps per process
-//!   besides memory: its IDs, standard streams ([`Stdin`]) and open files,
-//!   the virtual clock, the random stream, signal dispositions
+//!   per-instruction reference that tests compare against.
+//!
+//! **The Linux it runs** (`linux/`):
+//!
+//! * **The emulator** ([`Emulator`], `emulator.rs`): the running process's
+//!   engine, memory map and registers, guest memory as the kernel reads
+//!   it, and every other process; loading a program (`load.rs`, [`elf`],
+//!   [`layout`], [`stack`]: segments, initial stack, engine, CPU); and the
+//!   run loop (`run.rs`), the one place that services system calls and
+//!   turns faults and traps into signals. [`NmiSource`] stops every N
+//!   instructions and reports registers and ground truth.
+//! * **Per-process state** (`proc_state.rs`): what the kernel keeps per
+//!   process besides memory: its IDs, standard streams ([`Stdin`]) and open
+//!   files, the virtual clock, the random stream, signal dispositions
 //!   ([`SigAction`]).
-//! * **Processes and threads** (`procs.rs`, `sched.rs`, `fork.rs`): the
-//!   process table and its types ([`Pid`], [`Tid`], [`ProcessEvent`],
+//! * **Processes and threads** (`proc_table.rs`, `sched.rs`, `fork.rs`):
+//!   the process table and its types ([`Pid`], [`Tid`], [`ProcessEvent`],
 //!   [`Limits`]); the deterministic scheduler, which keeps the running
 //!   thread's and process's state in the emulator's fields and parks the
 //!   others' (a context switch swaps them; threads of one process share its
 //!   engine and swap registers through a Unicorn context and their own
 //!   ground-truth stacks); and the copy a `fork` makes, each process with
-//!   its own engine. Futexes are `syscall/process.rs`.
-//!   The calls that create, replace and reap processes are
-//!   `syscall/life.rs`; pipes are `fs/pipe.rs`.
-//! * **On the host** ([`host`]): a program run like `qemu-user` runs it, with
-//!   the host's environment and streams (`unwindlab exec`).
-//! * **Signals** ([`sigframe`]): handlers run on Linux's own frame layout for
-//!   each architecture (one file each under `sigframe/`), so unwinders can
-//!   walk through them; the sigreturn trampolines live in a vDSO-like page.
+//!   its own engine.
+//! * **System calls** ([`syscall`]): one table keyed by name with the
+//!   numbers for each architecture; handlers are shared. A hook only records
+//!   the trap and stops the engine; the run loop services the call. The
+//!   calls about the calling task (IDs, limits, thread set-up, futexes) are
+//!   `syscall/task.rs`; those that create, replace and reap processes
+//!   `syscall/life.rs`. Files, pipes and `/dev`, `/proc` are [`fs`].
+//! * **Signals** ([`signal`], [`sigframe`]): handlers run on Linux's own
+//!   frame layout for each architecture (one file each under `sigframe/`),
+//!   so unwinders can walk through them; the sigreturn trampolines live in
+//!   a vDSO-like page.
+//! * **The kernel model's view** ([`UserView`], [`GuestView`], `From<&Regs>`
+//!   for [`kmodel::arch::UserRegs`]): user memory with faultable and
+//!   non-faultable reads, registers by DWARF number.
+//!
+//! **On the host** ([`host`]): a program run like `qemu-user` runs it, with
+//! the host's environment and streams (`unwindlab exec`).
 
 #![warn(missing_docs)]
 
-pub mod arch;
-pub mod bytes;
-pub mod elf;
-mod emulator;
-pub mod engine;
 mod error;
-pub mod flow;
-mod fork;
-pub mod fs;
-mod hooks;
 pub mod host;
-pub mod layout;
-mod load;
-pub mod memory;
-mod nmi;
-pub mod objects;
-mod page;
-mod process;
-mod procs;
-mod ram;
-mod regs;
-mod run;
-mod sched;
-pub mod shadow;
-pub mod sigframe;
-pub mod signal;
-pub mod stack;
-mod step;
-pub mod syscall;
-pub mod track;
-mod user;
-mod view;
+mod linux;
+mod machine;
 
-pub use arch::{Arch, ArchInfo, Machine};
-pub use emulator::{Emulator, Event, Exit, Regs};
+// The crate's public modules, by the names they had before the two halves
+// were made folders (`emu::memory`, `emu::syscall`, …).
+pub use linux::{elf, fs, layout, sigframe, signal, stack, syscall};
+pub use machine::{arch, bytes, engine, flow, memory, objects, shadow, track};
+
 pub use error::Error;
-pub use load::Config;
-pub use memory::{AccessKind, Area, AreaKind, MemFault, PageStats, PageTable, Perms, PAGE_SIZE};
-pub use nmi::{NmiPoint, NmiSource};
-pub use objects::{MappedFile, Object};
-pub use process::{SigAction, Stdin};
-pub use procs::{Limits, Pid, ProcessEvent, Tid, FIRST_PID};
-pub use run::{RunLimit, Stop};
-pub use shadow::{After, FrameKind, ShadowFrame, ShadowStack};
-pub use syscall::SyscallRecord;
-pub use track::Tracking;
-pub use user::UserView;
-pub use view::GuestView;
+pub use linux::emulator::{Emulator, Event, Exit, Regs};
+pub use linux::load::Config;
+pub use linux::nmi::{NmiPoint, NmiSource};
+pub use linux::proc_state::{SigAction, Stdin};
+pub use linux::proc_table::{Limits, Pid, ProcessEvent, Tid, FIRST_PID};
+pub use linux::run::{RunLimit, Stop};
+pub use linux::syscall::SyscallRecord;
+pub use linux::user::UserView;
+pub use linux::view::GuestView;
+pub use machine::arch::{Arch, ArchInfo, Machine};
+pub use machine::memory::{AccessKind, Area, AreaKind, MemFault, PageStats, PageTable, Perms, PAGE_SIZE};
+pub use machine::objects::{MappedFile, Object};
+pub use machine::shadow::{After, FrameKind, ShadowFrame, ShadowStack};
+pub use machine::track::Tracking;
