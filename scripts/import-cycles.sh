@@ -7,7 +7,9 @@
 # declaration is not an import; inline `mod x { … }` blocks (tests) count as
 # part of their file. Comments are ignored, so intra-doc links do not count.
 # It also fails if a lower layer imports a higher one (LAYERS below: emu's
-# machine knows nothing of the Linux it runs).
+# machine knows nothing of the Linux it runs), and, for the crates in
+# GROUPED, if the files and folders of each of their folders (`linux/fs`,
+# `linux/emulator.rs`, `machine/arch`, …) import each other around a cycle.
 #
 #   scripts/import-cycles.sh [crate dir …]   (default: every crate of the workspace)
 set -eu
@@ -188,6 +190,15 @@ def cycles(graph):
 # Folders of a crate that must not import another folder of it: (crate,
 # lower folder, higher folder), paths below the crate's src/.
 LAYERS = [("emu", "machine", "linux")]
+# Crates whose folders' entries (a file, or a folder taken as one) must not
+# import each other around a cycle either.
+GROUPED = ["emu"]
+
+
+def group(src, path):
+    """`src/a/b/c.rs` -> `a/b`; `src/a/b.rs` -> `a/b.rs`; `src/a.rs` -> `a.rs`."""
+    parts = os.path.relpath(path, src).split(os.sep)
+    return "/".join(parts[:2])
 
 failed = False
 for crate in sys.argv[1:]:
@@ -206,6 +217,16 @@ for crate in sys.argv[1:]:
             for b in sorted(graph[a]):
                 if a < b and a in graph.get(b, ()):
                     print(f"  {a} <-> {b} (import each other)")
+    if os.path.normpath(crate) in GROUPED:
+        groups = {}
+        for a, deps in graph.items():
+            groups.setdefault(group(src, a), set())
+            for b in deps:
+                if group(src, a) != group(src, b):
+                    groups[group(src, a)].add(group(src, b))
+        for cycle in cycles(groups):
+            failed = True
+            print(f"{crate}: folders' entries import each other around a cycle: " + ", ".join(cycle))
     for name, lower, higher in LAYERS:
         if os.path.normpath(crate) != name:
             continue
@@ -217,5 +238,5 @@ for crate in sys.argv[1:]:
                     print(f"{crate}: {a} imports {b}: {lower}/ must not import {higher}/")
 if failed:
     sys.exit(1)
-print("no import cycles, no layer imported from below, in: " + " ".join(sys.argv[1:]))
+print("no import cycles (of files, and of folders' entries in " + ", ".join(GROUPED) + "), no layer imported from below, in: " + " ".join(sys.argv[1:]))
 PY

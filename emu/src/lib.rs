@@ -22,8 +22,9 @@
 //! # How it is built
 //!
 //! In two halves, as QEMU keeps its CPU engine apart from `linux-user/`;
-//! files import one way only, and `machine/` never imports `linux/`
-//! (`scripts/import-cycles.sh` checks both).
+//! files import one way only, so do the entries of each folder (a folder
+//! taken as one), and `machine/` never imports `linux/`
+//! (`scripts/import-cycles.sh` checks all three).
 //!
 //! **The machine** (`machine/`): the engine and what the lab adds to it.
 //!
@@ -32,7 +33,9 @@
 //!   (`arch/machine.rs`); everything constant (registers, syscall
 //!   convention, `struct stat` layout, `AT_HWCAP`, trampolines) is an
 //!   [`ArchInfo`] table ([`arch::info`]). A CPU interrupt is reported as an
-//!   [`arch::Interrupt`]; which signal it becomes is Linux's business.
+//!   [`arch::Interrupt`]; which signal it becomes is Linux's business. The
+//!   architectures see the engine as an [`arch::Cpu`] (registers and
+//!   memory), not as the engine built on them.
 //! * **Memory** ([`memory`], [`engine`], `hooks.rs`): Unicorn runs with its
 //!   *virtual* TLB, whose fill hook consults the [`PageTable`]. A fill is the guest
 //!   touching a page: a non-resident page becomes resident and is counted as
@@ -78,7 +81,10 @@
 //!   the trap and stops the engine; the run loop services the call. The
 //!   calls about the calling task (IDs, limits, thread set-up, futexes) are
 //!   `syscall/task.rs`; those that create, replace and reap processes
-//!   `syscall/life.rs`. Files, pipes and `/dev`, `/proc` are [`fs`].
+//!   `syscall/life.rs`. Files, pipes and `/dev`, `/proc` are [`fs`]. What
+//!   they all speak, the user ABI (constants, error numbers, a call's
+//!   outcome and record), is `linux/abi/`, below them, so files, signal
+//!   frames and the emulator's state need not import the calls.
 //! * **Signals** ([`signal`], [`sigframe`]): handlers run on Linux's own
 //!   frame layout for each architecture (one file each under `sigframe/`),
 //!   so unwinders can walk through them; the sigreturn trampolines live in

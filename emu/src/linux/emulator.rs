@@ -4,11 +4,11 @@
 //! the ground truth. Loading a program is `load.rs`; running it is `run.rs`.
 
 use crate::error::Error;
+use crate::linux::abi::record::SyscallRecord;
 use crate::linux::elf::{Image, Located};
 use crate::linux::proc_state::{Clock, Input, Output, Rng, Signals};
 pub use crate::linux::proc_table::Exit;
 use crate::linux::signal;
-use crate::linux::syscall::record::SyscallRecord;
 use crate::machine::arch::{Arch, ArchInfo, Machine};
 use crate::machine::bytes::{self, Endian};
 use crate::machine::engine::Engine;
@@ -97,9 +97,9 @@ pub struct Emulator {
     /// Address of the page with the sigreturn trampolines.
     pub(crate) trampoline: u64,
     /// The system call the current process sleeps in, if it does.
-    pub(crate) blocked: Option<crate::linux::syscall::outcome::Blocked>,
+    pub(crate) blocked: Option<crate::linux::abi::outcome::Blocked>,
     /// While a system call runs again after sleeping: how it slept.
-    pub(crate) retry: Option<crate::linux::syscall::outcome::Blocked>,
+    pub(crate) retry: Option<crate::linux::abi::outcome::Blocked>,
     /// The process on the CPU (the per-process fields above are its).
     pub(crate) pid: crate::linux::proc_table::Pid,
     /// The thread on the CPU: its ID and addresses (the per-thread fields

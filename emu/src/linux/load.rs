@@ -200,13 +200,13 @@ impl Emulator {
     /// file system, before the point of no return of an `execve` (`Err`:
     /// the error number `execve` fails with, `ENOENT` or `ELIBBAD`, and why).
     pub(crate) fn interpreter(&mut self, program: &Image) -> Result<Option<Interpreter>, (i64, String)> {
-        use crate::linux::syscall::errno::ELIBBAD;
+        use crate::linux::abi::errno::ELIBBAD;
         let Some(name) = program.interp.clone() else { return Ok(None) };
         let shown = String::from_utf8_lossy(&name).into_owned();
-        let file = match crate::linux::syscall::fs::program(self, crate::linux::syscall::abi::AT_FDCWD, &name) {
+        let file = match crate::linux::syscall::fs::program(self, crate::linux::abi::AT_FDCWD, &name) {
             Ok(file) => file,
-            Err(crate::linux::syscall::outcome::SysError::Errno(errno)) => {
-                let why = crate::linux::syscall::errno::name(errno).unwrap_or("error");
+            Err(crate::linux::abi::outcome::SysError::Errno(errno)) => {
+                let why = crate::linux::abi::errno::name(errno).unwrap_or("error");
                 let problem = format!(
                     "its interpreter {shown} cannot be opened in the guest's file system ({why}); \
                      give the architecture's libraries with a prefix (like qemu-user's -L)"

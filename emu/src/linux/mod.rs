@@ -14,10 +14,13 @@
 //! * the run loop ([`run`]), the one place that services system calls and
 //!   turns faults and traps into signals, and the NMI source on top of it
 //!   ([`nmi`]);
-//! * system calls ([`syscall`]: one table, per-architecture numbers, shared
-//!   handlers), files ([`fs`]), signals ([`signal`], [`sigframe`]);
+//! * the user ABI below them all ([`abi`]: constants, error numbers, a
+//!   call's outcome, arguments and record), then system calls ([`syscall`]:
+//!   one table, per-architecture numbers, shared handlers), files ([`fs`]),
+//!   signals ([`signal`], [`sigframe`]);
 //! * user memory as the kernel reads it ([`user`], [`view`]).
 
+pub(crate) mod abi;
 pub mod elf;
 pub(crate) mod emulator;
 pub(crate) mod fork;

@@ -9,10 +9,10 @@
 //! registers, thread ID, signal mask and pending set, alternate signal
 //! stack, sleeping call, `clear_child_tid`, robust list and ground truth.
 
+use crate::linux::abi::outcome::Blocked;
 use crate::linux::elf::Image;
 use crate::linux::fs::FdTable;
 use crate::linux::proc_state::Signals;
-use crate::linux::syscall::outcome::Blocked;
 use crate::machine::engine::Engine;
 use crate::machine::memory::MemFault;
 use std::collections::{BTreeMap, VecDeque};

@@ -35,6 +35,7 @@
 //! engine keeps its own count; `Sched` converts.
 
 use crate::error::Error;
+use crate::linux::abi::outcome::Blocked;
 use crate::linux::emulator::Emulator;
 use crate::linux::fs::FdTable;
 use crate::linux::proc_state::{sig_bit, Signals, SIG_DFL, SIG_IGN};
@@ -43,7 +44,6 @@ use crate::linux::proc_table::{
 };
 use crate::linux::sigframe::{SA_NOCLDWAIT, SA_RESTART};
 use crate::linux::signal;
-use crate::linux::syscall::outcome::Blocked;
 
 impl Emulator {
     /// The process on the CPU: the one [`Emulator::regs`],
@@ -603,8 +603,8 @@ impl Emulator {
                 self.set_reg(info.pc, pc - info.syscall_len)?;
                 -ERESTARTSYS
             } else {
-                self.set_reg(info.syscall.ret, (-crate::linux::syscall::errno::EINTR) as u64)?;
-                -crate::linux::syscall::errno::EINTR
+                self.set_reg(info.syscall.ret, (-crate::linux::abi::errno::EINTR) as u64)?;
+                -crate::linux::abi::errno::EINTR
             };
             let record = crate::linux::syscall::SyscallRecord::interrupted(
                 self.icount(),

@@ -12,8 +12,8 @@
 use super::overlay::{file_stat, OverlayFile};
 use super::pipe::{fifo_stat, pipe_name, PipeEnd};
 use super::types::{DirEntry, Kind, Stat, Synth, S_IFREG};
-use crate::linux::syscall::abi::{O_ACCMODE, O_RDONLY, O_WRONLY};
-use crate::linux::syscall::errno::EACCES;
+use crate::linux::abi::errno::EACCES;
+use crate::linux::abi::{O_ACCMODE, O_RDONLY, O_WRONLY};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;

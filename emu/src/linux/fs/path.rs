@@ -13,7 +13,7 @@ use super::fdtable::FdTable;
 use super::name::{join, split};
 use super::types::{Kind, Synth};
 use super::vfs::{Entry, Source, Vfs};
-use crate::linux::syscall::errno::{ELOOP, ENAMETOOLONG, ENOENT, ENOTDIR};
+use crate::linux::abi::errno::{ELOOP, ENAMETOOLONG, ENOENT, ENOTDIR};
 use std::collections::VecDeque;
 
 /// Most symbolic links one lookup follows (Linux's `MAXSYMLINKS`).

@@ -10,8 +10,8 @@
 //! kernel's `fifo_open` does for a pipe's inode.
 
 use super::types::{Stat, S_IFIFO};
+use crate::linux::abi::{POLLERR, POLLHUP, POLLIN, POLLOUT, POLLRDNORM, POLLWRNORM};
 use crate::linux::proc_state::{GID, REALTIME_EPOCH_NS, UID};
-use crate::linux::syscall::abi::{POLLERR, POLLHUP, POLLIN, POLLOUT, POLLRDNORM, POLLWRNORM};
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;

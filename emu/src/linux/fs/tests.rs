@@ -2,7 +2,7 @@
 //! overlay's limit, without a guest.
 
 use super::*;
-use crate::linux::syscall::errno::{ELOOP, ENAMETOOLONG, ENOENT, ENOSPC, ENOTDIR};
+use crate::linux::abi::errno::{ELOOP, ENAMETOOLONG, ENOENT, ENOSPC, ENOTDIR};
 use std::path::PathBuf;
 
 fn overlay_only() -> Vfs {

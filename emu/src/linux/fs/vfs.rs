@@ -15,7 +15,7 @@ use super::overlay::{Meta, Node, OverlayFile};
 use super::synth;
 use super::types::Synth;
 use super::types::*;
-use crate::linux::syscall::errno::{EFBIG, EIO};
+use crate::linux::abi::errno::{EFBIG, EIO};
 
 /// Where a looked-up entry lives.
 #[derive(Debug, Clone)]
@@ -96,7 +96,7 @@ impl Vfs {
                 self.used = used;
                 Ok(())
             }
-            None => Err(crate::linux::syscall::errno::ENOSPC),
+            None => Err(crate::linux::abi::errno::ENOSPC),
         }
     }
 
@@ -246,7 +246,7 @@ impl Vfs {
         }
         let data = std::fs::read(host).map_err(|e| {
             if e.kind() == std::io::ErrorKind::PermissionDenied {
-                crate::linux::syscall::errno::EACCES
+                crate::linux::abi::errno::EACCES
             } else {
                 EIO
             }

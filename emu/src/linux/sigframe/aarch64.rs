@@ -3,8 +3,8 @@
 //! extension record.
 
 use super::frame::{put_uc_stack, restore_long, save_long, Delivery, Frames};
+use crate::linux::abi::outcome::SysError;
 use crate::linux::emulator::Emulator;
-use crate::linux::syscall::outcome::SysError;
 use crate::machine::arch::aarch64::INFO;
 use crate::machine::bytes::{Endian, GuestStruct};
 use unicorn_engine::RegisterARM64 as R;
@@ -74,7 +74,7 @@ impl Frames for Aarch64 {
     fn pop(&self, emu: &mut Emulator, _rt: bool) -> Result<u64, SysError> {
         let frame = emu.reg(R::SP as i32)?;
         if frame % 16 != 0 {
-            return Err(SysError::Errno(crate::linux::syscall::errno::EFAULT));
+            return Err(SysError::Errno(crate::linux::abi::errno::EFAULT));
         }
         let f = GuestStruct::from_bytes(Endian::Little, emu.read_vec(frame, FRAME_SIZE as u64)?);
         for i in 0..31 {

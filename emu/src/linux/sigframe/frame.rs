@@ -4,9 +4,9 @@
 //! that those files, which `mod.rs` dispatches to, need not import it back.
 
 use crate::error::Error;
+use crate::linux::abi::outcome::SysError;
 use crate::linux::emulator::Emulator;
 use crate::linux::proc_state::SigAction;
-use crate::linux::syscall::outcome::SysError;
 use crate::machine::bytes::GuestStruct;
 
 /// `SA_SIGINFO`: the handler takes `(sig, info, ucontext)`.

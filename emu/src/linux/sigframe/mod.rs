@@ -14,10 +14,10 @@ mod s390x;
 mod x86_64;
 
 use crate::error::Error;
+use crate::linux::abi::outcome::{Outcome, SysError, SysResult};
 use crate::linux::emulator::Emulator;
 use crate::linux::proc_state::{sig_bit, SigAction, SIG_DFL, UID, UNBLOCKABLE};
 use crate::linux::signal;
-use crate::linux::syscall::outcome::{Outcome, SysError, SysResult};
 use crate::machine::arch::Arch;
 use crate::machine::bytes::GuestStruct;
 use crate::machine::memory::{Area, AreaKind, Perms, PAGE_SIZE};

@@ -3,8 +3,8 @@
 //! interrupted registers as `_sigregs`.
 
 use super::frame::{put_uc_stack, Delivery, Frames, SA_SIGINFO, SIGINFO_SIZE};
+use crate::linux::abi::outcome::SysError;
 use crate::linux::emulator::Emulator;
-use crate::linux::syscall::outcome::SysError;
 use crate::machine::arch::s390x::INFO;
 use crate::machine::bytes::{Endian, GuestStruct};
 use unicorn_engine::RegisterS390X as R;

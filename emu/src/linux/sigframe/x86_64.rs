@@ -3,8 +3,8 @@
 
 use super::frame::{put_uc_stack, restore_long, save_long, Delivery, Frames, SIGINFO_SIZE};
 use crate::error::Error;
+use crate::linux::abi::outcome::SysError;
 use crate::linux::emulator::Emulator;
-use crate::linux::syscall::outcome::SysError;
 use crate::machine::bytes::{Endian, GuestStruct};
 use unicorn_engine::RegisterX86 as R;
 

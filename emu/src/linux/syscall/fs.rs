@@ -2,15 +2,15 @@
 //! getcwd/chdir, umask, mkdir, unlink/rmdir, rename, symlink, truncate; on
 //! the guest's file system ([`crate::linux::fs`]), whose overlay takes every change.
 
-use super::abi::{
-    AT_EMPTY_PATH, AT_FDCWD, AT_REMOVEDIR, AT_SYMLINK_NOFOLLOW, O_ACCMODE, O_CLOEXEC, O_CREAT, O_EXCL, O_NOCTTY,
-    O_PATH, O_RDONLY, O_TMPFILE, O_TRUNC,
-};
-use super::errno::{
+use crate::linux::abi::errno::{
     EACCES, EBADF, EBUSY, EEXIST, EINVAL, EISDIR, ELOOP, EMFILE, ENAMETOOLONG, ENOENT, ENOTDIR, ENOTEMPTY, EOPNOTSUPP,
     ERANGE, EXDEV,
 };
-use super::outcome::{fail, ok, SysError, SysResult};
+use crate::linux::abi::outcome::{fail, ok, SysError, SysResult};
+use crate::linux::abi::{
+    AT_EMPTY_PATH, AT_FDCWD, AT_REMOVEDIR, AT_SYMLINK_NOFOLLOW, O_ACCMODE, O_CLOEXEC, O_CREAT, O_EXCL, O_NOCTTY,
+    O_PATH, O_RDONLY, O_TMPFILE, O_TRUNC,
+};
 use crate::linux::emulator::Emulator;
 use crate::linux::fs::{
     parent, Desc, Entry, FileKind, Kind, Meta, Node, OpenFile, OverlayFile, Resolved, Source, Stat, Synth, NODE_COST,
@@ -33,7 +33,7 @@ const STATX_BASIC_STATS: u64 = 0x7ff;
 
 /// The guest's value of open flag `name` (AArch64 numbers a few differently).
 fn oflag(emu: &Emulator, name: &str) -> u64 {
-    super::abi::open_flag(emu.arch(), name)
+    crate::linux::abi::open_flag(emu.arch(), name)
 }
 
 /// Reads a path argument.
@@ -769,8 +769,8 @@ pub(super) fn utimensat(emu: &mut Emulator, [dirfd, path, times, flags, ..]: [u6
     } else {
         let sec = emu.read_uint(times + 16, 8)?;
         match emu.read_uint(times + 24, 8)? {
-            super::abi::UTIME_OMIT => None,
-            super::abi::UTIME_NOW => Some(super::time::wall_now_ns(emu)),
+            crate::linux::abi::UTIME_OMIT => None,
+            crate::linux::abi::UTIME_NOW => Some(super::time::wall_now_ns(emu)),
             ns if ns < 1_000_000_000 => Some(sec.saturating_mul(1_000_000_000).saturating_add(ns)),
             _ => return fail(EINVAL),
         }

@@ -2,12 +2,12 @@
 //! streams, overlay and host files, devices), and the descriptor calls:
 //! close, lseek, dup, fcntl, ioctl.
 
-use super::abi::{
+use crate::linux::abi::errno::{EAGAIN, EBADF, EINVAL, EISDIR, ENOTTY, EPIPE, ESPIPE};
+use crate::linux::abi::outcome::{fail, ok, SysError, SysResult};
+use crate::linux::abi::{
     F_DUPFD, F_DUPFD_CLOEXEC, F_GETFD, F_GETFL, F_SETFD, F_SETFL, O_ACCMODE, O_APPEND, O_CLOEXEC, O_RDONLY, O_WRONLY,
     SEEK_CUR, SEEK_END, SEEK_SET,
 };
-use super::errno::{EAGAIN, EBADF, EINVAL, EISDIR, ENOTTY, EPIPE, ESPIPE};
-use super::outcome::{fail, ok, SysError, SysResult};
 use crate::linux::emulator::Emulator;
 use crate::linux::fs::{Desc, FileKind, OpenFile, PipeRead, PipeWrite, Synth};
 use crate::machine::memory::AccessKind;
@@ -43,7 +43,7 @@ fn input(emu: &mut Emulator, file: &Rc<RefCell<OpenFile>>, max: u64, at: Option<
         data[start..][..(data.len() - start).min(max)].to_vec()
     };
     let pos = at.unwrap_or(f.pos);
-    let nonblock = f.flags & super::abi::open_flag(emu.arch(), "O_NONBLOCK") != 0;
+    let nonblock = f.flags & crate::linux::abi::open_flag(emu.arch(), "O_NONBLOCK") != 0;
     let out = match &f.kind {
         FileKind::Pipe(_) if at.is_some() => return Err(SysError::Errno(ESPIPE)),
         FileKind::Pipe(end) => {
@@ -84,7 +84,7 @@ fn output(emu: &mut Emulator, file: &Rc<RefCell<OpenFile>>, data: &[u8], at: Opt
     if f.flags & O_ACCMODE == O_RDONLY {
         return Err(SysError::Errno(EBADF));
     }
-    let nonblock = f.flags & super::abi::open_flag(emu.arch(), "O_NONBLOCK") != 0;
+    let nonblock = f.flags & crate::linux::abi::open_flag(emu.arch(), "O_NONBLOCK") != 0;
     match &f.kind {
         FileKind::Pipe(end) if end.write => {
             let result = end.pipe.borrow_mut().write(data);
@@ -327,7 +327,9 @@ pub(super) fn ioctl(emu: &mut Emulator, [fd, ..]: [u64; 6]) -> SysResult {
 
 /// Puts `file` at the lowest free descriptor at or above `from`.
 fn dup_from(emu: &mut Emulator, file: Rc<RefCell<OpenFile>>, from: u64, cloexec: bool) -> SysResult {
-    let Some(new) = emu.fds.lowest_free(from, super::task::NOFILE) else { return fail(super::errno::EMFILE) };
+    let Some(new) = emu.fds.lowest_free(from, super::task::NOFILE) else {
+        return fail(crate::linux::abi::errno::EMFILE);
+    };
     emu.fds.insert(new, Desc { file, cloexec });
     ok(new)
 }
@@ -346,7 +348,7 @@ pub(super) fn fcntl(emu: &mut Emulator, [fd, cmd, arg, ..]: [u64; 6]) -> SysResu
         F_SETFL => {
             let mut f = file.borrow_mut();
             // Per architecture: AArch64 numbers O_DIRECT differently.
-            let mask = SETFL_FLAGS.iter().fold(0, |m, name| m | super::abi::open_flag(emu.arch(), name));
+            let mask = SETFL_FLAGS.iter().fold(0, |m, name| m | crate::linux::abi::open_flag(emu.arch(), name));
             f.flags = (f.flags & !mask) | (arg & mask);
             ok(0)
         }
@@ -371,13 +373,13 @@ pub(super) fn pipe(emu: &mut Emulator, [fds, ..]: [u64; 6]) -> SysResult {
 }
 
 pub(super) fn pipe2(emu: &mut Emulator, [fds, flags, ..]: [u64; 6]) -> SysResult {
-    let nonblock = super::abi::open_flag(emu.arch(), "O_NONBLOCK");
-    if flags & !(O_CLOEXEC | nonblock | super::abi::open_flag(emu.arch(), "O_DIRECT")) != 0 {
+    let nonblock = crate::linux::abi::open_flag(emu.arch(), "O_NONBLOCK");
+    if flags & !(O_CLOEXEC | nonblock | crate::linux::abi::open_flag(emu.arch(), "O_DIRECT")) != 0 {
         return fail(EINVAL);
     }
-    let Some(r) = emu.fds.lowest_free(0, super::task::NOFILE) else { return fail(super::errno::EMFILE) };
+    let Some(r) = emu.fds.lowest_free(0, super::task::NOFILE) else { return fail(crate::linux::abi::errno::EMFILE) };
     let Some(w) = (r + 1..super::task::NOFILE).find(|&fd| emu.fds.get(fd).is_none()) else {
-        return fail(super::errno::EMFILE);
+        return fail(crate::linux::abi::errno::EMFILE);
     };
     // The array is written before the descriptors exist: a bad pointer leaves nothing open.
     emu.write_uint(fds, 4, r)?;

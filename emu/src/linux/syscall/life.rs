@@ -3,13 +3,13 @@
 //! The process table and the scheduler are `sched.rs`; copying a process
 //! is `fork.rs`.
 
-use super::abi::{
+use crate::linux::abi::errno::{E2BIG, ECHILD, EFAULT, EINVAL, ELOOP, ENOEXEC, ENOMEM};
+use crate::linux::abi::outcome::{block, fail, ok, Outcome, SysError, SysResult};
+use crate::linux::abi::{
     __WALL, __WCLONE, __WNOTHREAD, CLONE_CHILD_CLEARTID, CLONE_CHILD_SETTID, CLONE_FILES, CLONE_FS, CLONE_PARENT,
     CLONE_PARENT_SETTID, CLONE_SETTLS, CLONE_SIGHAND, CLONE_SYSVSEM, CLONE_THREAD, CLONE_VFORK, CLONE_VM, CSIGNAL,
     P_ALL, P_PGID, P_PID, WCONTINUED, WEXITED, WNOHANG, WNOWAIT, WUNTRACED,
 };
-use super::errno::{E2BIG, ECHILD, EFAULT, EINVAL, ELOOP, ENOEXEC, ENOMEM};
-use super::outcome::{block, fail, ok, Outcome, SysError, SysResult};
 use crate::linux::elf::Image;
 use crate::linux::emulator::{Emulator, Exit};
 use crate::linux::proc_state::{SigAction, SIG_IGN};
@@ -127,8 +127,11 @@ fn create_thread(emu: &mut Emulator, flags: u64, newsp: u64, ptid: u64, ctid: u6
     }
     // Legacy clone's exit-signal byte is ignored for a thread, as Linux does.
     if flags & !CSIGNAL & !THREAD_SUPPORTED != 0 {
-        let unsupported =
-            super::args::spell(super::args::CLONE_FLAGS, flags & !CSIGNAL & !THREAD_SUPPORTED, emu.arch());
+        let unsupported = crate::linux::abi::args::spell(
+            crate::linux::abi::args::CLONE_FLAGS,
+            flags & !CSIGNAL & !THREAD_SUPPORTED,
+            emu.arch(),
+        );
         emu.warn(format!("clone: flags {unsupported} not supported for a thread"));
         return fail(EINVAL);
     }
@@ -161,7 +164,8 @@ fn create(emu: &mut Emulator, flags: u64, newsp: u64, ptid: u64, ctid: u64, tls:
         return fail(EINVAL);
     }
     if flags & !SUPPORTED != 0 {
-        let unsupported = super::args::spell(super::args::CLONE_FLAGS, flags & !SUPPORTED, emu.arch());
+        let unsupported =
+            crate::linux::abi::args::spell(crate::linux::abi::args::CLONE_FLAGS, flags & !SUPPORTED, emu.arch());
         emu.warn(format!("clone: flags {unsupported} not supported"));
         return fail(EINVAL);
     }
@@ -241,7 +245,7 @@ fn shebang(data: &[u8]) -> Option<(Vec<u8>, Option<Vec<u8>>)> {
 }
 
 pub(super) fn execve(emu: &mut Emulator, [path, argv, envp, ..]: [u64; 6]) -> SysResult {
-    exec(emu, super::abi::AT_FDCWD, path, argv, envp)
+    exec(emu, crate::linux::abi::AT_FDCWD, path, argv, envp)
 }
 
 pub(super) fn execveat(emu: &mut Emulator, [dirfd, path, argv, envp, flags, ..]: [u64; 6]) -> SysResult {
@@ -253,7 +257,7 @@ pub(super) fn execveat(emu: &mut Emulator, [dirfd, path, argv, envp, flags, ..]:
 }
 
 fn exec(emu: &mut Emulator, dirfd: u64, path: u64, argv: u64, envp: u64) -> SysResult {
-    let mut path = emu.read_cstr(path, 4096)?.ok_or(SysError::Errno(super::errno::ENAMETOOLONG))?;
+    let mut path = emu.read_cstr(path, 4096)?.ok_or(SysError::Errno(crate::linux::abi::errno::ENAMETOOLONG))?;
     let mut used = 0;
     let mut args = strings(emu, argv, &mut used)?;
     let env = strings(emu, envp, &mut used)?;
@@ -267,7 +271,7 @@ fn exec(emu: &mut Emulator, dirfd: u64, path: u64, argv: u64, envp: u64) -> SysR
         new_args.push(path.clone());
         new_args.extend(args.into_iter().skip(1));
         args = new_args;
-        program = super::fs::program(emu, super::abi::AT_FDCWD, &interp)?;
+        program = super::fs::program(emu, crate::linux::abi::AT_FDCWD, &interp)?;
         path = interp;
     }
     if program.bytes.starts_with(b"#!") {

@@ -1,11 +1,11 @@
 //! brk, mmap (anonymous and of files), munmap, mprotect, mremap, madvise.
 
-use super::abi::{
+use crate::linux::abi::errno::{EACCES, EEXIST, EFAULT, EINVAL, ENODEV, ENOMEM, EOVERFLOW};
+use crate::linux::abi::outcome::{fail, ok, SysError, SysResult};
+use crate::linux::abi::{
     MADV_DONTNEED, MAP_ANONYMOUS, MAP_FIXED, MAP_FIXED_NOREPLACE, MAP_PRIVATE, MAP_TYPE, MREMAP_MAYMOVE, O_ACCMODE,
     O_RDWR, O_WRONLY, PROT_WRITE,
 };
-use super::errno::{EACCES, EEXIST, EFAULT, EINVAL, ENODEV, ENOMEM, EOVERFLOW};
-use super::outcome::{fail, ok, SysError, SysResult};
 use crate::linux::emulator::Emulator;
 use crate::linux::fs::{FileKind, Synth};
 use crate::linux::layout::{MMAP_FLOOR, MMAP_TOP, USER_TOP};

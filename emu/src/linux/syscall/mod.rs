@@ -11,31 +11,27 @@
 //! is per-architecture. Unknown numbers get `-ENOSYS` and an
 //! [`Event::UnknownSyscall`].
 
-pub(crate) mod abi;
-mod args;
-pub mod errno;
 pub(crate) mod fs;
 mod io;
 mod life;
 mod mem;
 mod names;
-pub(crate) mod outcome;
 mod poll;
-pub(crate) mod record;
 mod signals;
 mod task;
 mod time;
 
 use crate::error::Error;
+use crate::linux::abi::args::Ret::{Addr, NoReturn, Num, Restored};
+use crate::linux::abi::args::*;
+use crate::linux::abi::outcome::{self, fail, Outcome, SysError, SysResult};
 use crate::linux::emulator::{Emulator, Event, Exit};
 use crate::machine::arch::Arch;
 use crate::machine::memory::{AccessKind, MemFault};
-use args::Ret::{Addr, NoReturn, Num, Restored};
-use args::*;
 use kmodel::memory::Access;
-use outcome::{fail, Outcome, SysError, SysResult};
 
-pub use record::SyscallRecord;
+pub use crate::linux::abi::errno;
+pub use crate::linux::abi::record::SyscallRecord;
 
 type Handler = fn(&mut Emulator, [u64; 6]) -> SysResult;
 

@@ -4,9 +4,9 @@
 //! regular files are on Linux. A call with nothing ready sleeps until a
 //! descriptor may have become ready or its timeout passes.
 
-use super::abi::{POLLERR, POLLHUP, POLLIN, POLLNVAL, POLLOUT, POLLPRI, POLLRDBAND, POLLRDNORM, POLLWRNORM};
-use super::errno::EINVAL;
-use super::outcome::{block, fail, ok, SysError, SysResult};
+use crate::linux::abi::errno::EINVAL;
+use crate::linux::abi::outcome::{block, fail, ok, SysError, SysResult};
+use crate::linux::abi::{POLLERR, POLLHUP, POLLIN, POLLNVAL, POLLOUT, POLLPRI, POLLRDBAND, POLLRDNORM, POLLWRNORM};
 use crate::linux::emulator::Emulator;
 use crate::linux::fs::FileKind;
 
@@ -108,7 +108,7 @@ fn select_common(emu: &mut Emulator, nfds: u64, sets: [u64; 3], timeout_ns: Opti
             continue;
         }
         if emu.fds.get(fd).is_none() {
-            return fail(super::errno::EBADF);
+            return fail(crate::linux::abi::errno::EBADF);
         }
         for (k, mask) in [SELECT_IN, SELECT_OUT, SELECT_EX].into_iter().enumerate() {
             if wanted[k] && ready(emu, fd, mask) & mask != 0 {

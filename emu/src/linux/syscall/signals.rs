@@ -1,9 +1,9 @@
 //! Signal dispositions, the blocked mask, and sending signals to oneself.
 //! Delivery happens in the run loop once a signal is pending and unblocked.
 
-use super::abi::{SIG_BLOCK, SIG_SETMASK, SIG_UNBLOCK};
-use super::errno::{EINVAL, ENOMEM, EPERM, ESRCH};
-use super::outcome::{block, fail, ok, SysResult};
+use crate::linux::abi::errno::{EINVAL, ENOMEM, EPERM, ESRCH};
+use crate::linux::abi::outcome::{block, fail, ok, SysResult};
+use crate::linux::abi::{SIG_BLOCK, SIG_SETMASK, SIG_UNBLOCK};
 use crate::linux::emulator::Emulator;
 use crate::linux::proc_state::{sig_bit, SigAction, UNBLOCKABLE};
 use crate::linux::proc_table::Pid;

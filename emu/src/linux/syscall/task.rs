@@ -1,12 +1,12 @@
 //! Process identity, limits, thread set-up and exit.
 
-use super::abi::{
+use crate::linux::abi::errno::{EAGAIN, EFAULT, EINVAL, ENOSYS, ESRCH, ETIMEDOUT};
+use crate::linux::abi::outcome::{block, fail, ok, Outcome, SysError, SysResult};
+use crate::linux::abi::{
     ARCH_GET_FS, ARCH_SET_FS, CLOCK_MONOTONIC, CLOCK_REALTIME, FUTEX_CLOCK_REALTIME, FUTEX_CMD_MASK, FUTEX_CMP_REQUEUE,
     FUTEX_REQUEUE, FUTEX_WAIT, FUTEX_WAIT_BITSET, FUTEX_WAKE, FUTEX_WAKE_BITSET, PR_GET_NAME, PR_SET_NAME, RLIMIT_CORE,
     RLIMIT_NOFILE, RLIMIT_STACK,
 };
-use super::errno::{EAGAIN, EFAULT, EINVAL, ENOSYS, ESRCH, ETIMEDOUT};
-use super::outcome::{block, fail, ok, Outcome, SysError, SysResult};
 use crate::linux::emulator::Emulator;
 use crate::linux::proc_state::{GID, UID};
 use crate::linux::proc_table::{comm, Pid, COMM};
@@ -365,16 +365,16 @@ pub(super) fn setpgid(emu: &mut Emulator, [pid, pgid, ..]: [u64; 6]) -> SysResul
     let (my_sid, my_pid) = (me.sid, emu.pid);
     let p = &emu.procs[&who];
     if who != my_pid && (p.execed || p.sid != my_sid) {
-        return fail(if p.execed { super::errno::EACCES } else { super::errno::EPERM });
+        return fail(if p.execed { crate::linux::abi::errno::EACCES } else { crate::linux::abi::errno::EPERM });
     }
     if p.sid == who {
         // A session leader stays in its group.
-        return fail(super::errno::EPERM);
+        return fail(crate::linux::abi::errno::EPERM);
     }
     let pgid = if pgid == 0 { who } else { pgid as Pid };
     // Joining a group needs one in the same session.
     if pgid != who && !emu.procs.values().any(|q| q.pgid == pgid && q.sid == my_sid) {
-        return fail(super::errno::EPERM);
+        return fail(crate::linux::abi::errno::EPERM);
     }
     emu.procs.get_mut(&who).expect("checked above").pgid = pgid;
     ok(0)
@@ -384,7 +384,7 @@ pub(super) fn setsid(emu: &mut Emulator, _: [u64; 6]) -> SysResult {
     let pid = emu.pid;
     // A group leader cannot start a session: its group would span two.
     if emu.procs.values().any(|p| p.pgid == pid) {
-        return fail(super::errno::EPERM);
+        return fail(crate::linux::abi::errno::EPERM);
     }
     let me = emu.cur_mut();
     me.sid = pid;

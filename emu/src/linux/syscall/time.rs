@@ -1,13 +1,13 @@
 //! The virtual clock: time is a function of the instruction count plus the
 //! time slept, so two runs of a program see the same times.
 
-use super::abi::{
+use crate::linux::abi::errno::EINVAL;
+use crate::linux::abi::outcome::{block, fail, ok, SysResult};
+use crate::linux::abi::{
     CLOCK_BOOTTIME, CLOCK_BOOTTIME_ALARM, CLOCK_MONOTONIC, CLOCK_MONOTONIC_COARSE, CLOCK_MONOTONIC_RAW,
     CLOCK_PROCESS_CPUTIME_ID, CLOCK_REALTIME, CLOCK_REALTIME_ALARM, CLOCK_REALTIME_COARSE, CLOCK_TAI,
     CLOCK_THREAD_CPUTIME_ID, TIMER_ABSTIME,
 };
-use super::errno::EINVAL;
-use super::outcome::{block, fail, ok, SysResult};
 use crate::linux::emulator::Emulator;
 use crate::linux::proc_state::{MONOTONIC_EPOCH_NS, NS_PER_SEC, REALTIME_EPOCH_NS};
 

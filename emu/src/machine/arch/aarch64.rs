@@ -1,11 +1,10 @@
 //! AArch64 (little-endian).
 
 use super::facts::{ArchInfo, StatField as F, StatLayout, SyscallConv, SyscallEntry};
-use super::machine::{Interrupt, Machine};
+use super::machine::{Cpu, Interrupt, Machine};
 use crate::machine::bytes::Endian;
-use crate::machine::engine::Shared;
 use kmodel::arch::Arch;
-use unicorn_engine::{uc_error, Mode, RegisterARM64 as R, Unicorn};
+use unicorn_engine::{uc_error, Mode, RegisterARM64 as R};
 
 /// The AArch64 machine.
 pub(crate) struct Aarch64;
@@ -116,8 +115,8 @@ impl Machine for Aarch64 {
         read(R::TPIDR_EL0.into())
     }
 
-    fn set_tls(&self, uc: &mut Unicorn<'_, Shared>, value: u64) -> Result<(), uc_error> {
-        uc.reg_write(R::TPIDR_EL0, value)
+    fn set_tls(&self, uc: &mut dyn Cpu, value: u64) -> Result<(), uc_error> {
+        uc.write_reg(R::TPIDR_EL0 as i32, value)
     }
 
     fn interrupt(&self, intno: u32) -> Interrupt {

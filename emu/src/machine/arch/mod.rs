@@ -18,7 +18,7 @@ pub(crate) mod x86_64;
 
 pub use facts::{ArchInfo, StatField, StatLayout, SyscallConv, SyscallEntry};
 pub use kmodel::arch::Arch;
-pub use machine::{Interrupt, Machine};
+pub use machine::{Cpu, Interrupt, Machine};
 
 /// The architecture's machine description.
 pub fn machine(arch: Arch) -> &'static dyn Machine {

@@ -6,11 +6,10 @@
 //! still on the `svc`, and the number is usually the `svc` immediate.
 
 use super::facts::{ArchInfo, StatField as F, StatLayout, SyscallConv, SyscallEntry};
-use super::machine::{Interrupt, Machine};
+use super::machine::{Cpu, Interrupt, Machine};
 use crate::machine::bytes::Endian;
-use crate::machine::engine::Shared;
 use kmodel::arch::Arch;
-use unicorn_engine::{uc_error, Mode, RegisterS390X as R, Unicorn};
+use unicorn_engine::{uc_error, Mode, RegisterS390X as R};
 
 /// The s390x machine.
 pub(crate) struct S390x;
@@ -122,16 +121,16 @@ impl Machine for S390x {
         &INFO
     }
 
-    fn init_cpu(&self, uc: &mut Unicorn<'_, Shared>, entry: u64, sp: u64) -> Result<(), uc_error> {
+    fn init_cpu(&self, uc: &mut dyn Cpu, entry: u64, sp: u64) -> Result<(), uc_error> {
         for &reg in INFO.gprs {
-            uc.reg_write(reg, 0)?;
+            uc.write_reg(reg, 0)?;
         }
-        let mask = uc.reg_read(R::PSWM)?;
-        uc.reg_write(R::PSWM, mask | PSW_MASK_64BIT)?;
-        let cr0 = uc.reg_read(R::CR0)?;
-        uc.reg_write(R::CR0, cr0 | CR0_AFP | CR0_VECTOR)?;
-        uc.reg_write(INFO.sp, sp)?;
-        uc.reg_write(INFO.pc, entry)
+        let mask = uc.read_reg(R::PSWM as i32)?;
+        uc.write_reg(R::PSWM as i32, mask | PSW_MASK_64BIT)?;
+        let cr0 = uc.read_reg(R::CR0 as i32)?;
+        uc.write_reg(R::CR0 as i32, cr0 | CR0_AFP | CR0_VECTOR)?;
+        uc.write_reg(INFO.sp, sp)?;
+        uc.write_reg(INFO.pc, entry)
     }
 
     fn tls(&self, read: &dyn Fn(i32) -> Result<u64, uc_error>) -> Result<u64, uc_error> {
@@ -141,21 +140,21 @@ impl Machine for S390x {
         Ok(high << 32 | low)
     }
 
-    fn set_tls(&self, uc: &mut Unicorn<'_, Shared>, value: u64) -> Result<(), uc_error> {
-        uc.reg_write(R::A0, value >> 32)?;
-        uc.reg_write(R::A1, value & 0xffff_ffff)
+    fn set_tls(&self, uc: &mut dyn Cpu, value: u64) -> Result<(), uc_error> {
+        uc.write_reg(R::A0 as i32, value >> 32)?;
+        uc.write_reg(R::A1 as i32, value & 0xffff_ffff)
     }
 
-    fn take_syscall(&self, uc: &mut Unicorn<'_, Shared>) -> Result<u64, uc_error> {
-        let pc = uc.reg_read(R::PC)?;
+    fn take_syscall(&self, uc: &mut dyn Cpu) -> Result<u64, uc_error> {
+        let pc = uc.read_reg(R::PC as i32)?;
         let mut insn = [0u8; 2];
-        uc.mem_read(pc, &mut insn)?;
+        uc.read_mem(pc, &mut insn)?;
         // glibc uses `svc N` for numbers below 256 and `svc 0` with r1 above.
         let nr = match insn {
             [SVC_OPCODE, n] if n != 0 => u64::from(n),
-            _ => uc.reg_read(R::R1)?,
+            _ => uc.read_reg(R::R1 as i32)?,
         };
-        uc.reg_write(R::PC, pc + SVC_LEN)?;
+        uc.write_reg(R::PC as i32, pc + SVC_LEN)?;
         Ok(nr)
     }
 

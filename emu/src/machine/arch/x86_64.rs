@@ -1,11 +1,10 @@
 //! x86-64.
 
 use super::facts::{ArchInfo, StatField as F, StatLayout, SyscallConv, SyscallEntry};
-use super::machine::{Interrupt, Machine};
+use super::machine::{Cpu, Interrupt, Machine};
 use crate::machine::bytes::Endian;
-use crate::machine::engine::Shared;
 use kmodel::arch::Arch;
-use unicorn_engine::{uc_error, Mode, RegisterX86 as R, Unicorn};
+use unicorn_engine::{uc_error, Mode, RegisterX86 as R};
 
 /// The x86-64 machine.
 pub(crate) struct X86_64;
@@ -90,8 +89,8 @@ impl Machine for X86_64 {
         read(R::FS_BASE.into())
     }
 
-    fn set_tls(&self, uc: &mut Unicorn<'_, Shared>, value: u64) -> Result<(), uc_error> {
-        uc.reg_write(R::FS_BASE, value)
+    fn set_tls(&self, uc: &mut dyn Cpu, value: u64) -> Result<(), uc_error> {
+        uc.write_reg(R::FS_BASE as i32, value)
     }
 
     fn interrupt(&self, intno: u32) -> Interrupt {

@@ -1,9 +1,20 @@
-//! Linux constants the handlers act on and traces spell out, each defined
-//! once: as a `u64` to compare narrowed arguments with, and by name in a
-//! `(value, name)` table for [`super::args`].
+//! The Linux user ABI the system calls speak, below the calls themselves
+//! (so files, signal frames and the emulator's state use it without
+//! importing the system-call layer): error numbers ([`errno`]), what a call
+//! returns or how it sleeps ([`outcome`]), its arguments by type ([`args`])
+//! and the record of one call ([`record`]).
+//!
+//! This file: the constants the handlers act on and traces spell out, each
+//! defined once: as a `u64` to compare narrowed arguments with, and by name
+//! in a `(value, name)` table for [`args`].
 //!
 //! Values are the asm-generic ones, shared by x86-64, AArch64 and s390x,
 //! except the few open flags in [`OPEN_BITS`] that AArch64 moves.
+
+pub(crate) mod args;
+pub mod errno;
+pub(crate) mod outcome;
+pub(crate) mod record;
 
 /// Defines constants as `u64`s, and a table of their names.
 macro_rules! named {

@@ -12,9 +12,9 @@
 //! Adding a system call means writing its prototype with the constants at
 //! the end of this file (`&[DIRFD, PATH, OPEN_FLAGS, MODE]`); a new kind of
 //! argument is a new constant, usually a [`Arg::Value`] or [`Arg::Flags`]
-//! over a table from [`super::abi`].
+//! over a table from [`crate::linux::abi`].
 
-use super::abi;
+use crate::linux::abi;
 use crate::machine::arch::Arch;
 use std::fmt::{self, Write as _};
 

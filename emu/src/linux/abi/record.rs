@@ -22,12 +22,12 @@ pub struct SyscallRecord {
     /// The result: a value, or `-errno`.
     pub ret: i64,
     /// The declared argument types.
-    pub(super) types: &'static [Arg],
+    pub(crate) types: &'static [Arg],
     /// The declared result type.
-    pub(super) returns: Ret,
+    pub(crate) returns: Ret,
     /// What path arguments pointed to at the call, by argument index (only
     /// when syscalls are recorded).
-    pub(super) strings: Vec<(usize, Captured)>,
+    pub(crate) strings: Vec<(usize, Captured)>,
 }
 
 impl SyscallRecord {
