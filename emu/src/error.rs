@@ -57,3 +57,12 @@ pub enum Error {
         err: uc_error,
     },
 }
+
+impl Error {
+    /// What turns Unicorn's refusal of `what` into an [`Error::Engine`]
+    /// naming `file` (made only on failure; callers pass it to `map_err`).
+    pub(crate) fn engine(file: &str, what: &'static str) -> impl Fn(uc_error) -> Error + 'static {
+        let file = file.to_string();
+        move |err| Error::Engine { file: file.clone(), what, err }
+    }
+}

@@ -170,8 +170,7 @@ impl Emulator {
 
     /// Wraps an engine error with the program's name and what was being done.
     pub(crate) fn engine_error(&self, what: &'static str) -> impl Fn(uc_error) -> Error + 'static {
-        let file = self.image.file.clone();
-        move |err| Error::Engine { file: file.clone(), what, err }
+        Error::engine(&self.image.file, what)
     }
 
     /// Drops cached translations after a change of the memory map, so the
@@ -563,17 +562,12 @@ impl Emulator {
     }
 
     pub(crate) fn set_reg(&mut self, reg: i32, value: u64) -> Result<(), Error> {
-        let file = self.image.file.clone();
-        self.uc.reg_write(reg, value).map_err(|err| Error::Engine { file, what: "write a register", err })
+        self.uc.reg_write(reg, value).map_err(|err| self.engine_error("write a register")(err))
     }
 
     pub(crate) fn set_tls(&mut self, value: u64) -> Result<(), Error> {
-        let file = self.image.file.clone();
-        self.machine.set_tls(&mut self.uc, value).map_err(|err| Error::Engine {
-            file,
-            what: "set the thread pointer",
-            err,
-        })
+        let err = self.engine_error("set the thread pointer");
+        self.machine.set_tls(&mut self.uc, value).map_err(err)
     }
 
     pub(crate) fn terminate(&mut self, sig: u32) -> Result<(), Error> {

@@ -145,5 +145,5 @@ pub(crate) fn new_engine(
         file: file.to_string(),
         problem: format!("cannot set up the instruction decoder: {err}"),
     })?;
-    create(machine, tracker).map_err(|err| crate::error::Error::Engine { file: file.to_string(), what, err })
+    create(machine, tracker).map_err(crate::error::Error::engine(file, what))
 }

@@ -38,9 +38,9 @@ impl Stepper {
     pub(crate) fn new(machine: &'static dyn Machine, tracking: Tracking, file: &str) -> Result<Stepper, Error> {
         let what = "start the stepping engine";
         let mut uc = hooks::new_engine(machine, Tracking::Off, file, what)?;
-        let err = |err| Error::Engine { file: file.to_string(), what, err };
+        let err = Error::engine(file, what);
         if tracking == Tracking::Instructions {
-            uc.add_code_hook(1, 0, track::on_instruction).map_err(err)?;
+            uc.add_code_hook(1, 0, track::on_instruction).map_err(&err)?;
         }
         let context = uc.context_alloc().map_err(err)?;
         // An epoch the main engine never has: the first step maps everything.
