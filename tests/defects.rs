@@ -153,6 +153,7 @@ fn validate_and_compare_name_each_defect() {
             one_run: true,
             kernel: &Default::default(),
             perf_data: None,
+            judging: Default::default(),
         };
         let results = validate_sframe(&defective, None, &[], plan, &mut |_| {}).unwrap();
         let r = &results["sframe"];

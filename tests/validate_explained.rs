@@ -52,6 +52,7 @@ fn every_failure_of_debian_static_shells_is_explained_and_named() {
                     one_run: true,
                     kernel: &Default::default(),
                     perf_data: None,
+                    judging: Default::default(),
                 };
                 let results =
                     validate_sframe(&elf, None, &args, plan, &mut |_| {}).unwrap_or_else(|e| panic!("{what}: {e}"));
@@ -114,6 +115,7 @@ fn signal_trampolines_are_named() {
             one_run: true,
             kernel: &Default::default(),
             perf_data: None,
+            judging: Default::default(),
         };
         let results = validate_sframe(&elf, None, &["sigexit".into()], plan, &mut |_| {}).unwrap();
         let r = &results["sframe"];

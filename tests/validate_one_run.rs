@@ -10,6 +10,8 @@
 
 use std::path::Path;
 
+mod common;
+
 use kmodel::unwind::Method;
 use lab::validate::{validate_sframe, Plan, SframeSource};
 
@@ -30,6 +32,7 @@ fn one_run_judges_each_unwinder_as_its_own_run_does() {
                         one_run: one,
                         kernel: &Default::default(),
                         perf_data: None,
+                        judging: Default::default(),
                     };
                     let results =
                         validate_sframe(&elf, None, &args, plan, &mut |_| {}).unwrap_or_else(|e| panic!("{what}: {e}"));
@@ -162,4 +165,108 @@ fn a_dropped_section_ends_what_one_run_can_stand_for() {
         let json = |samples: &[lab::report::SampleResult]| serde_json::to_value(samples).expect("samples serialise");
         assert_eq!(json(&fp.samples), json(&alone.samples), "{own:?}");
     }
+}
+
+/// `validate` judges the samples as the run goes and keeps only counts and
+/// groups (issue 26: memory bounded by the groups, not the samples). Its
+/// results must be those of judging every sample after the run, byte for
+/// byte: on guests of the three architectures whose runs have stacks that
+/// wait across chunks (threads on one CPU, a task asleep), stacks never
+/// delivered (exit before the return to user, a thread that exec'd and
+/// took its leader's ID), wrong and truncated stacks (signal frames, `-O2`
+/// code without frame pointers), forks and execs.
+#[test]
+fn judged_as_it_goes_is_judged_after_the_run() {
+    use lab::validate::Judging;
+    let guests = Path::new(env!("CARGO_MANIFEST_DIR")).join("guests/bin");
+    let runs: [(&str, &[&str]); 7] = [
+        ("lab-o2", &["signal"]),
+        ("lab-v3", &["exit"]),
+        ("lab-fpv3", &["sleep"]),
+        ("threads-v3", &["exit-pending", "3"]),
+        ("threads-v3", &["exec-from-thread", "2"]),
+        ("procs-v3", &["fork", "3"]),
+        ("procs-v3", &["pipeline", "4"]),
+    ];
+    let cases: Vec<(&str, &str, &[&str])> =
+        ["x86_64", "aarch64", "s390x"].iter().flat_map(|&arch| runs.map(|(p, a)| (arch, p, a))).collect();
+    let unwinders = [Method::Sframe, Method::Fp];
+    let compared = common::par::par_map(&cases, |&(arch, program, args)| {
+        let elf = guests.join(arch).join(program);
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let what = format!("{program} {} on {arch}", args.join(" "));
+        let run = |judging: Judging| {
+            let plan = Plan {
+                every: 97,
+                unwinders: &unwinders,
+                source: SframeSource::Own,
+                one_run: true,
+                kernel: &Default::default(),
+                perf_data: None,
+                judging,
+            };
+            let results =
+                validate_sframe(&elf, None, &args, plan, &mut |_| {}).unwrap_or_else(|e| panic!("{what}: {e}"));
+            serde_json::to_string_pretty(&results).expect("results serialise")
+        };
+        let after = run(Judging::AfterTheRun);
+        // Three samples a chunk: a read after nearly every step that
+        // takes one, and stacks waiting across reads.
+        let going = run(Judging::AsItGoes { chunk: 3 });
+        assert!(going == after, "{what}: judged as it goes:\n{going}\n---\nafter the run:\n{after}");
+        1
+    });
+    assert_eq!(compared.iter().sum::<usize>(), 21);
+}
+
+/// The runner's side of judging as the run goes, on every scenario of the
+/// suite that runs on one CPU with one perf session (109 of them: stacks
+/// lost to exits, sleeps, cancelled tracers and renamed threads among
+/// them): with an extra unwinder order, in chunks of three samples, each unwinder's verdict counts (lost stacks by reason included),
+/// invariant violations and groups of failures (examples and all) are
+/// those of the run judged after it ends.
+#[test]
+fn every_one_cpu_scenario_judged_as_it_goes_is_judged_after_it_ends() {
+    use lab::runner::{run_for_verdicts_each, run_judged_as_it_goes};
+    let files: Vec<_> = common::scenario_files()
+        .into_iter()
+        .filter_map(|file| {
+            let scenario = lab::Scenario::load(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+            let perf = scenario.tracers.iter().filter(|t| matches!(t, lab::scenario::Tracer::Perf { .. })).count();
+            (scenario.machine.cpus == 1 && perf == 1).then_some(scenario)
+        })
+        .collect();
+    assert!(files.len() >= 100, "{} scenarios", files.len());
+    let extra = [vec![Method::Fp]];
+    let lost: u64 = common::par::par_map(&files, |scenario| {
+        let what = &scenario.name;
+        let (report, extras) =
+            run_for_verdicts_each(scenario, &extra, &mut |_| {}).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let tally = |s: &lab::report::Summary| {
+            (s.judged, s.delivered, s.exact, s.truncated, s.wrong, s.lost, s.lost_reasons.clone(), s.unstitched)
+        };
+        let groups = |f: &[lab::explain::Failure]| serde_json::to_string(f).expect("groups serialise");
+        let mut after = vec![Ok((tally(&report.summary), groups(&lab::explain::group(&report))))];
+        for x in extras {
+            after.push(x.map(|x| {
+                let mut r = report.clone();
+                let mut fp = scenario.clone();
+                fp.kernel.unwinders = Some(vec![Method::Fp]);
+                (r.scenario, r.samples) = (fp, x.samples);
+                (tally(&x.summary), groups(&lab::explain::group(&r)))
+            }));
+        }
+        let going = run_judged_as_it_goes(scenario, &extra, 3, &mut |_| {}).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(going.violations, report.violations, "{what}");
+        let going: Vec<_> = going
+            .verdicts
+            .iter()
+            .map(|v| v.as_ref().map(|(s, f)| (tally(s), groups(f))).map_err(|e| e.clone()))
+            .collect();
+        assert_eq!(going, after, "{what}");
+        report.summary.lost
+    })
+    .into_iter()
+    .sum();
+    assert!(lost > 0, "no scenario lost a stack");
 }

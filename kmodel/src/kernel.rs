@@ -17,9 +17,9 @@ use crate::backend::DeferredBackend;
 use crate::event::{Event, EventKind};
 use crate::interleave::Point;
 use crate::invariants::{Ledger, Violation};
-use crate::tracer::Tracers;
+use crate::tracer::{PerfRecord, Tracers};
 use crate::types::{KernelOptions, MmId, PerfRegistration, Tid, UnwindTaskInfo, WorkId, RESERVED_BITS};
-use crate::unwind::{ExtraWalks, SframeRegistry};
+use crate::unwind::{ExtraWalk, ExtraWalks, SframeRegistry};
 
 /// Where a task is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -410,6 +410,14 @@ impl Kernel {
         std::mem::take(&mut self.extra)
     }
 
+    /// The extra walks made since the last call, for a host that reads
+    /// them as the run goes; what the kernel knows of each configuration's
+    /// divergence ([`ExtraWalks::diverged`]) stays, for
+    /// [`Kernel::take_extra_walks`] at the end.
+    pub fn drain_extra_walks(&mut self) -> Vec<ExtraWalk> {
+        std::mem::take(&mut self.extra.walks)
+    }
+
     /// The event log so far (what [`KernelOptions::event_log`] keeps).
     ///
     /// [`KernelOptions::event_log`]: crate::types::KernelOptions::event_log
@@ -421,5 +429,30 @@ impl Kernel {
     /// kernel and keeps the log.
     pub fn take_events(&mut self) -> Vec<Event> {
         std::mem::take(&mut self.events)
+    }
+
+    /// The event log so far, for a host that reads it as the run goes and
+    /// keeps nothing of it: the kernel keeps only the last
+    /// [`HISTORY`](crate::invariants::HISTORY) events, which a violation
+    /// found later quotes (and which the next call returns again: a reader
+    /// skips the sequence numbers it has seen).
+    pub fn drain_events(&mut self) -> Vec<Event> {
+        let keep = self.events.len().saturating_sub(crate::invariants::HISTORY);
+        let tail = self.events[keep..].to_vec();
+        std::mem::replace(&mut self.events, tail)
+    }
+
+    /// The records perf session `session` has written since the last call,
+    /// per CPU, leaving its buffers empty: what `perf record` does as it
+    /// reads the ring buffers. Nothing in the kernel reads the records
+    /// back, so the run goes on as before; [`Tracers::perf_bytes`] then
+    /// counts only what is still in the buffers.
+    ///
+    /// [`Tracers::perf_bytes`]: crate::tracer::Tracers::perf_bytes
+    pub fn drain_perf_records(&mut self, session: usize) -> Vec<Vec<PerfRecord>> {
+        self.tracers.perf.get_mut(session).map_or_else(Vec::new, |s| {
+            let cpus = s.buffers.len();
+            std::mem::replace(&mut s.buffers, vec![Vec::new(); cpus])
+        })
     }
 }

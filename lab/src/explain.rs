@@ -81,35 +81,58 @@ fn place_of(names: &Names<'_>, spot: &Spot<'_>, words: bool) -> (String, String)
 /// classified, only each group's first explained in words (its example),
 /// as `validate` and the run reports show them.
 pub fn group(report: &Report) -> Vec<Failure> {
-    let mut failures: std::collections::BTreeMap<(Cause, String), Failure> = Default::default();
-    for s in &report.samples {
-        let Some(class) = classify(report, s) else { continue };
+    let mut groups = Groups::default();
+    for (order, s) in (0u64..).zip(&report.samples) {
+        groups.add(report, s, order);
+    }
+    groups.worst_first()
+}
+
+/// [`group`] a sample at a time, in any order, for a reader that judges
+/// samples as they come and keeps only the groups: each group's example
+/// is its sample with the lowest `order` (what [`group`]'s example is when
+/// the order is the report's).
+#[derive(Debug, Default)]
+pub(crate) struct Groups {
+    /// Per cause and function: the order of its example, and the group.
+    groups: std::collections::BTreeMap<(Cause, String), (u64, Failure)>,
+}
+
+impl Groups {
+    /// Counts sample `s` of `report` (a report of its run, or of the
+    /// stretch of it that holds `s`) in its group if its stack is truncated
+    /// or wrong; `order` places it among the samples added.
+    pub(crate) fn add(&mut self, report: &Report, s: &SampleResult, order: u64) {
+        let Some(class) = classify(report, s) else { return };
         let kind = s.verdict.kind();
-        let pc = class.pc;
-        let group = failures.entry((class.cause, class.function)).or_insert_with(|| Failure {
-            example: explain(report, s).expect("a classified stack is explained"),
-            kind,
-            count: 0,
-            truncated: 0,
-            wrong: 0,
-            pcs: Vec::new(),
+        let example = || explain(report, s).expect("a classified stack is explained");
+        let (first, group) = self.groups.entry((class.cause, class.function)).or_insert_with(|| {
+            (order, Failure { example: example(), kind, count: 0, truncated: 0, wrong: 0, pcs: Vec::new() })
         });
+        if order < *first {
+            (*first, group.example, group.kind) = (order, example(), kind);
+        }
         group.count += 1;
         group.truncated += u64::from(kind == "truncated");
         group.wrong += u64::from(kind == "wrong");
-        if let Err(at) = group.pcs.binary_search(&pc) {
-            group.pcs.insert(at, pc);
+        if let Err(at) = group.pcs.binary_search(&class.pc) {
+            group.pcs.insert(at, class.pc);
         }
     }
-    let mut failures: Vec<Failure> = failures.into_values().collect();
-    failures.sort_by(|a, b| {
-        b.count
-            .cmp(&a.count)
-            .then(b.wrong.cmp(&a.wrong))
-            .then(a.example.function.cmp(&b.example.function))
-            .then(a.example.cause.cmp(&b.example.cause))
-    });
-    failures
+
+    /// The groups, worst first (most samples, then wrong before
+    /// truncated).
+    pub(crate) fn worst_first(self) -> Vec<Failure> {
+        let mut failures: Vec<Failure> = self.groups.into_values().map(|(_, f)| f).collect();
+        failures.sort_by(|a, b| {
+            b.count
+                .cmp(&a.count)
+                .then(b.wrong.cmp(&a.wrong))
+                .then(a.example.function.cmp(&b.example.function))
+                .then(a.example.cause.cmp(&b.example.cause))
+        });
+        failures
+    }
 }
 
 /// Explains sample `s` of `report` if its stack is truncated or wrong.

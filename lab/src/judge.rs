@@ -11,7 +11,7 @@ use kmodel::tracer::{stitch, PerfRecord, StitchedSample};
 use crate::guest::GuestRun;
 use crate::report::{Report, SampleResult, Summary, Walk};
 use crate::verdict::Verdict;
-use kmodel::event::EventKind;
+use kmodel::event::{Event, EventKind};
 use kmodel::types::{Cookie, Tid};
 use kmodel::unwind::{ExtraWalks, Method, Stop, Trace};
 
@@ -92,10 +92,10 @@ impl OwnWalk<'_> {
 /// (a cached trace serves every callback of one entry; `unwind_reset_info()`
 /// ends it). A sorted array: built once and searched once per sample,
 /// cheaper than a tree.
-fn walks(k: &Kernel) -> Vec<((Tid, Cookie), OwnWalk<'_>)> {
+fn walks(events: &[Event]) -> Vec<((Tid, Cookie), OwnWalk<'_>)> {
     let mut last: BTreeMap<Tid, OwnWalk<'_>> = BTreeMap::new();
     let mut out = Vec::new();
-    for e in k.events() {
+    for e in events {
         let Some(tid) = e.tid else { continue };
         match &e.kind {
             EventKind::Unwind { methods, stop, faultable: true, nr, .. } => {
@@ -131,12 +131,13 @@ fn renamed(buffers: &[Vec<PerfRecord>], s: &StitchedSample) -> Option<kmodel::ty
     })
 }
 
-/// What judging needs of a finished run that no unwinder changes, made
-/// once however many unwinders are judged: each perf session's records
-/// stitched into samples, and the walk behind each deferred callback.
+/// What judging needs of a finished run (or of a stretch of it) that no
+/// unwinder changes, made once however many unwinders are judged: each
+/// perf session's records stitched into samples, and the walk behind each
+/// deferred callback.
 pub(crate) struct Stitched<'k> {
     /// Per perf session (as `k.tracers().perf`), its stitched samples.
-    sessions: Vec<Vec<StitchedSample>>,
+    pub(crate) sessions: Vec<Vec<StitchedSample>>,
     /// [`walks`] of the run, borrowed from its events.
     walks: Vec<((Tid, Cookie), OwnWalk<'k>)>,
 }
@@ -144,7 +145,31 @@ pub(crate) struct Stitched<'k> {
 impl<'k> Stitched<'k> {
     /// Stitches the perf sessions of `k`.
     pub(crate) fn new(k: &Kernel) -> Stitched<'_> {
-        Stitched { sessions: k.tracers().perf.iter().map(|p| stitch(&p.buffers)).collect(), walks: walks(k) }
+        Stitched::of(k.tracers().perf.iter().map(|p| stitch(&p.buffers)).collect(), k.events())
+    }
+
+    /// Samples already stitched, per session, with the kernel `events`
+    /// that made their stacks.
+    pub(crate) fn of(sessions: Vec<Vec<StitchedSample>>, events: &'k [Event]) -> Stitched<'k> {
+        Stitched { sessions, walks: walks(events) }
+    }
+}
+
+/// A perf session's records as judging reads them: its name, and its
+/// per-CPU buffers (where a lost sample's deferred record may have gone
+/// under another thread ID).
+#[derive(Clone, Copy)]
+pub(crate) struct Session<'k> {
+    /// Its name.
+    pub(crate) name: &'k str,
+    /// Its per-CPU buffers.
+    pub(crate) buffers: &'k [Vec<PerfRecord>],
+}
+
+impl Session<'_> {
+    /// The perf sessions of `k`, as recorded.
+    pub(crate) fn of(k: &Kernel) -> Vec<Session<'_>> {
+        k.tracers().perf.iter().map(|p| Session { name: &p.name, buffers: &p.buffers }).collect()
     }
 }
 
@@ -195,7 +220,7 @@ pub(crate) type Extra = Result<(Vec<Judged>, Summary), String>;
 /// made at each NMI lie scattered among the run's allocations, and reading
 /// those cost those passes more than the copies cost here.
 pub(crate) fn judge_run(
-    k: &Kernel,
+    perf: &[Session<'_>],
     stitched: Stitched<'_>,
     taken: BTreeMap<u64, SampleInfo>,
     guests: &[GuestRun],
@@ -237,11 +262,11 @@ pub(crate) fn judge_run(
             None => Ok((Vec::with_capacity(taken.len()), Summary::default())),
         })
         .collect();
-    for (session, stitched) in k.tracers().perf.iter().zip(sessions) {
+    for (session, stitched) in perf.iter().zip(sessions) {
         for s in stitched {
             let Some(Found { at, own, beside }) = found.next().flatten() else { continue };
             let (info, guest) = (&taken[at].1, &guests[taken[at].1.guest]);
-            let verdict = |user: &Option<Vec<u64>>| verdict(user, info, &session.buffers, &s, guest, cancelled);
+            let verdict = |user: &Option<Vec<u64>>| verdict(user, info, session.buffers, &s, guest, cancelled);
             let last = beside.is_some_and(|w| {
                 uses[w] -= 1;
                 uses[w] == 0

@@ -20,7 +20,8 @@
 //!     fewest instructions runs next; system calls, sampling NMIs, exits
 //!     and the timed events go to the model;
 //!   - `judge.rs` judges every sample against its ground truth and the run
-//!     against the scenario's expectations;
+//!     against the scenario's expectations; `stream.rs` does it as the run
+//!     goes, for `validate`, keeping only counts and groups;
 //!   - `log.rs` writes the JSON Lines log;
 //!   - [`loader`] registers sections the way a scenario's `registration`
 //!     says (profile `sframe-v13`): exec only (series v13), or also a
@@ -68,6 +69,7 @@ mod scenario_check;
 mod scenario_kernel;
 mod schedule;
 mod schedule_syscall;
+mod stream;
 pub mod symbolise;
 pub mod sysroot;
 pub mod validate;

@@ -149,6 +149,24 @@ pub struct Summary {
     pub perf_unregistered_samples: u64,
 }
 
+impl Summary {
+    /// Adds the verdict counts of `other` (judged, delivered, exact,
+    /// truncated, wrong, lost and why, unstitched) to these: the counts of
+    /// two stretches of one run's samples.
+    pub(crate) fn add_verdicts(&mut self, other: &Summary) {
+        self.judged += other.judged;
+        self.delivered += other.delivered;
+        self.exact += other.exact;
+        self.truncated += other.truncated;
+        self.wrong += other.wrong;
+        self.lost += other.lost;
+        for (why, n) in &other.lost_reasons {
+            *self.lost_reasons.entry(why.clone()).or_insert(0) += n;
+        }
+        self.unstitched += other.unstitched;
+    }
+}
+
 /// Everything a run produced.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {

@@ -154,6 +154,63 @@ pub(crate) fn run_for_extra_stacks(
     Ok((report, stacks))
 }
 
+/// What a run judged as it went ([`run_judged_as_it_goes`]) ends with.
+pub struct JudgedAsItWent {
+    /// Per unwinder (the scenario's own, then each extra order), its
+    /// verdict counts and groups, worst first, or why the run's extra walks
+    /// cannot stand for a run of its own.
+    pub verdicts: Vec<Result<(Summary, Vec<crate::explanation::Failure>), String>>,
+    /// The model's invariant violations.
+    pub violations: Vec<String>,
+    /// Each guest's objects over the run (no samples).
+    pub symbols: BTreeMap<String, GuestSymbols>,
+}
+
+/// [`run_for_verdicts_each`] that judges the samples as the run goes,
+/// every `chunk` samples (`stream.rs`), and keeps only each unwinder's counts and groups, so that
+/// its memory is bounded by the groups, not by the samples; the verdicts
+/// and groups are those of the report. The scenario runs on one CPU with
+/// one perf session (what `validate` makes); a scenario that does not is
+/// refused.
+pub fn run_judged_as_it_goes(
+    scenario: &Scenario,
+    extra: &[Vec<Method>],
+    chunk: usize,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<JudgedAsItWent, RunError> {
+    let mut run = prepare(scenario, false, extra)?;
+    let judge = crate::stream::Judge::new(&run, extra, chunk).map_err(RunError::Scenario)?;
+    run.judge = Some(judge);
+    run.main_loop(progress)?;
+    if let Some(failure) = run.k.backend_failure() {
+        return Err(RunError::Scenario(failure));
+    }
+    let judge = run.judge.take().expect("the judge stays in the run");
+    let (verdicts, symbols) = judge.finish(&mut run);
+    let violations = run.k.take_violations().iter().map(|v| v.to_string()).collect();
+    Ok(JudgedAsItWent { verdicts, violations, symbols })
+}
+
+/// A report of `run` with nothing judged yet: its scenario and profile,
+/// no samples, no symbols (what the stream judge fills per chunk).
+pub(crate) fn empty_report(run: &Run<'_>) -> Report {
+    Report {
+        scenario: run.scenario.clone(),
+        profile: run.scenario.kernel.profile,
+        parts: run.scenario.kernel.profile.parts(run.scenario),
+        summary: Summary::default(),
+        samples: Vec::new(),
+        failures: Vec::new(),
+        guests: Vec::new(),
+        violations: Vec::new(),
+        expectation_failures: Vec::new(),
+        log: Vec::new(),
+        kernel_events: Vec::new(),
+        symbols: BTreeMap::new(),
+        perf: Default::default(),
+    }
+}
+
 /// The kernel of a run: the model, or the kernel's own code of the tree
 /// the scenario names (`kernel.impl`), built and loaded now.
 fn new_kernel(scenario: &Scenario, opts: KernelOptions) -> Result<Kernel, RunError> {
@@ -184,6 +241,17 @@ fn execute<'s>(
 ) -> Result<Run<'s>, RunError> {
     // Scenarios built in code (validate, demo) get the parser's checks too:
     // everything below relies on them.
+    let mut run = prepare(scenario, full, extra)?;
+    run.main_loop(progress)?;
+    if let Some(failure) = run.k.backend_failure() {
+        return Err(RunError::Scenario(failure));
+    }
+    Ok(run)
+}
+
+/// A run of `scenario` ready to start: the kernel configured, the guests
+/// set up (`full`, `extra`: see [`execute`]).
+fn prepare<'s>(scenario: &'s Scenario, full: bool, extra: &[Vec<Method>]) -> Result<Run<'s>, RunError> {
     scenario.validate(&format!("scenario {}", scenario.name)).map_err(|e| RunError::Scenario(e.to_string()))?;
     let opts = kernel_options(scenario);
     let extra_unwinders =
@@ -197,10 +265,6 @@ fn execute<'s>(
     }
     let mut run = Run::new(scenario, k, guests);
     run.keep_log = full;
-    run.main_loop(progress)?;
-    if let Some(failure) = run.k.backend_failure() {
-        return Err(RunError::Scenario(failure));
-    }
     Ok(run)
 }
 
@@ -226,11 +290,16 @@ fn input_lines(run: &Run<'_>) -> Vec<String> {
 /// Each guest's symboliser: the objects its processes had mapped, from its
 /// emulator's events and its forks, and where each of its samples was taken.
 fn symbols(run: &Run<'_>) -> BTreeMap<String, GuestSymbols> {
-    let mut cache = SymbolCache::default();
+    symbols_with(run, &mut SymbolCache::default())
+}
+
+/// [`symbols`] with the files parsed so far in `cache` (a reader that
+/// names the samples of a run chunk by chunk parses each file once).
+pub(crate) fn symbols_with(run: &Run<'_>, cache: &mut SymbolCache) -> BTreeMap<String, GuestSymbols> {
     let mut out = BTreeMap::new();
     for (i, guest) in run.guests.iter().enumerate() {
         let samples = run.samples.iter().filter(|(_, s)| s.guest == i).map(|(&n, s)| (n, s.moment)).collect();
-        let symbols = GuestSymbols::new(guest.emu.events(), &guest.forks, &guest.exe, samples, &mut cache)
+        let symbols = GuestSymbols::new(guest.emu.events(), &guest.forks, &guest.exe, samples, cache)
             .with_trampoline(guest.emu.trampoline());
         out.insert(guest.name.clone(), symbols);
     }
@@ -260,8 +329,15 @@ fn report(mut run: Run<'_>, with_log: bool, extra: usize, perf: bool) -> (Report
     let mut walks = run.k.take_extra_walks();
     let taken = std::mem::take(&mut run.samples);
     let stitched = crate::judge::Stitched::new(&run.k);
-    let (samples, mut summary, extras) =
-        crate::judge::judge_run(&run.k, stitched, taken, &run.guests, &run.cancelled, &mut walks, extra);
+    let (samples, mut summary, extras) = crate::judge::judge_run(
+        &crate::judge::Session::of(&run.k),
+        stitched,
+        taken,
+        &run.guests,
+        &run.cancelled,
+        &mut walks,
+        extra,
+    );
     let k = &mut run.k;
     summary.samples = k.tracers().samples;
     summary.bytes_written = k.tracers().perf_bytes();

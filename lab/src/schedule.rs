@@ -46,6 +46,9 @@ pub(crate) struct Run<'s> {
     in_kernel: u64,
     /// Index of the next timed event.
     next_event: usize,
+    /// The judge of a run judged as it goes (`validate`), if it is: every
+    /// chunk of samples it reads what the kernel wrote.
+    pub(crate) judge: Option<crate::stream::Judge>,
 }
 
 impl<'s> Run<'s> {
@@ -65,6 +68,7 @@ impl<'s> Run<'s> {
             cancelled_works: BTreeMap::new(),
             in_kernel: 0,
             next_event: 0,
+            judge: None,
         };
         for t in &scenario.tracers {
             run.register(t);
@@ -224,6 +228,12 @@ impl<'s> Run<'s> {
                 Stop::Syscall(record) => self.syscall(g, &record, stop_after)?,
                 Stop::Process(event) => self.process(g, event, stop_after)?,
                 Stop::Exit(exit) => self.guests[g].done = Some(exit.shell_status()),
+            }
+            if self.judge.as_ref().is_some_and(|j| self.samples.len() >= j.chunk) {
+                if let Some(mut judge) = self.judge.take() {
+                    judge.drain(self);
+                    self.judge = Some(judge);
+                }
             }
         }
         Ok(())

@@ -105,6 +105,7 @@ pub fn validate(
             one_run: true,
             kernel: &Default::default(),
             perf_data: None,
+            judging: Judging::default(),
         },
         progress,
     )
@@ -128,6 +129,35 @@ pub struct Plan<'u> {
     /// Write the first unwinder's run as perf.data here ([`crate::perf_data::write`]),
     /// with this command line in its header.
     pub perf_data: Option<(&'u Path, &'u [String])>,
+    /// When the samples are judged.
+    pub judging: Judging,
+}
+
+/// When validate judges the samples of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Judging {
+    /// As the run goes, every `chunk` samples, keeping only each
+    /// unwinder's counts and groups: memory bounded by the groups, not the
+    /// samples (the default, with [`Judging::CHUNK`]). A perf.data file
+    /// needs every record, so [`Plan::perf_data`] judges after the run.
+    AsItGoes {
+        /// Samples taken between two reads of what the kernel wrote.
+        chunk: usize,
+    },
+    /// After the run, every sample at once: the reference the default is
+    /// tested against (the same results, byte for byte).
+    AfterTheRun,
+}
+
+impl Judging {
+    /// The chunk validate judges by.
+    pub const CHUNK: usize = crate::stream::CHUNK;
+}
+
+impl Default for Judging {
+    fn default() -> Judging {
+        Judging::AsItGoes { chunk: Judging::CHUNK }
+    }
 }
 
 /// [`validate`], judging the SFrame `plan.source` says, in one run or one
@@ -139,7 +169,7 @@ pub fn validate_sframe(
     plan: Plan<'_>,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<BTreeMap<String, UnwinderResult>, RunError> {
-    let Plan { every, unwinders, source, one_run, kernel: choice, perf_data } = plan;
+    let Plan { every, unwinders, source, one_run, kernel: choice, perf_data, judging } = plan;
     let name = elf.display().to_string();
     let bytes = std::fs::read(elf).map_err(|e| RunError::guest(&name, format!("{name}: {e}")))?;
     let image = emu::elf::Image::parse(&name, &bytes).map_err(|e| RunError::guest(&name, e))?;
@@ -215,6 +245,35 @@ pub fn validate_sframe(
     // per unwinder. Where that one run cannot stand for another unwinder's
     // own (a corrupt section was dropped), that unwinder gets its own run.
     let extra: Vec<Vec<Method>> = if one_run { rest.iter().map(|&u| vec![u]).collect() } else { Vec::new() };
+    let chunk = match judging {
+        Judging::AsItGoes { chunk } if perf_data.is_none() => Some(chunk.max(1)),
+        _ => None,
+    };
+    if let Some(chunk) = chunk {
+        let judged = |unwinder: Method, extra: &[Vec<Method>], progress: &mut dyn FnMut(Progress)| {
+            crate::runner::run_judged_as_it_goes(&scenario(unwinder), extra, chunk, progress)
+        };
+        let run = judged(first, &extra, progress)?;
+        let mut verdicts = run.verdicts.into_iter();
+        for (n, &unwinder) in unwinders.iter().enumerate() {
+            let verdicts = match verdicts.next() {
+                Some(Ok(v)) => {
+                    UnwinderResult::of(v, judged_objects(&run.symbols, source), registration, &run.violations)
+                }
+                // Not from the one run: a run of its own.
+                _ => {
+                    debug_assert!(n > 0, "the scenario's own unwinder always stands");
+                    let own = judged(unwinder, &[], progress)?;
+                    let Some(Ok(v)) = own.verdicts.into_iter().next() else {
+                        return Err(RunError::Scenario(format!("{unwinder}: a run of its own has no verdicts")));
+                    };
+                    UnwinderResult::of(v, judged_objects(&own.symbols, source), registration, &own.violations)
+                }
+            };
+            out.insert(unwinder.to_string(), verdicts);
+        }
+        return Ok(out);
+    }
     let (mut report, extras) =
         crate::runner::run_for_extra_stacks(&scenario(first), &extra, perf_data.is_some(), progress)?;
     if let Some((path, cmdline)) = perf_data {
@@ -241,28 +300,43 @@ pub fn validate_sframe(
     Ok(out)
 }
 
-/// One unwinder's result from the `report` of a run judged with its
-/// stacks alone.
-fn result(report: &crate::report::Report, source: SframeSource, registration: Registration) -> UnwinderResult {
-    let failures = crate::explain::group(report);
-    let s = &report.summary;
-    UnwinderResult {
-        samples: s.judged,
-        exact: s.exact,
-        truncated: s.truncated,
-        wrong: s.wrong,
-        lost: s.lost,
-        failures,
-        registration,
-        judged: judged(report, source),
-        violations: report.violations.clone(),
+impl UnwinderResult {
+    /// One unwinder's result from its verdict counts and groups.
+    fn of(
+        (summary, failures): (crate::report::Summary, Vec<Failure>),
+        judged: Vec<Judged>,
+        registration: Registration,
+        violations: &[String],
+    ) -> UnwinderResult {
+        UnwinderResult {
+            samples: summary.judged,
+            exact: summary.exact,
+            truncated: summary.truncated,
+            wrong: summary.wrong,
+            lost: summary.lost,
+            failures,
+            registration,
+            judged,
+            violations: violations.to_vec(),
+        }
     }
 }
 
-/// Which SFrame each object mapped in `report`'s run had.
-fn judged(report: &crate::report::Report, source: SframeSource) -> Vec<Judged> {
+/// One unwinder's result from the `report` of a run judged with its
+/// stacks alone.
+fn result(report: &crate::report::Report, source: SframeSource, registration: Registration) -> UnwinderResult {
+    UnwinderResult::of(
+        (report.summary.clone(), crate::explain::group(report)),
+        judged_objects(&report.symbols, source),
+        registration,
+        &report.violations,
+    )
+}
+
+/// Which SFrame each object mapped in a run (its guests' `symbols`) had.
+fn judged_objects(symbols: &BTreeMap<String, crate::symbolise::GuestSymbols>, source: SframeSource) -> Vec<Judged> {
     let mut out: Vec<Judged> = Vec::new();
-    for symbols in report.symbols.values() {
+    for symbols in symbols.values() {
         for (object, program, code) in symbols.files() {
             let version = code.and_then(|c| c.sframe_version()).map(|v| v.number());
             let sframe = match (version, program && source == SframeSource::Generated) {

@@ -311,6 +311,7 @@ pub(crate) fn run_validate(args: &ValidateArgs) -> i32 {
             one_run: true,
             kernel: &choice,
             perf_data: args.perf_data.as_deref().map(|p| (p, cmdline.as_slice())),
+            judging: Default::default(),
         };
         lab::validate::validate_sframe(elf, root, &args.args, plan, p)
     }) {

@@ -9,14 +9,14 @@
 //!   buffers);
 //! * `perf.rs`: perf's registration, sessions, NMI handler and callback;
 //! * `ftrace_bpf.rs`: the ftrace instance and the BPF program;
-//! * `stitch.rs`: [`stitch()`], the perf tool's side.
+//! * `stitch.rs`: [`stitch()`] and [`Stitcher`], the perf tool's side.
 
 mod ftrace_bpf;
 mod perf;
 mod stitch;
 mod types;
 
-pub use self::stitch::{read_order, stitch, StitchedSample};
+pub use self::stitch::{read_order, stitch, StitchedSample, Stitcher};
 pub use self::types::{
     BpfProgram, FtraceEntry, FtraceInstance, PerfRecord, PerfScope, PerfSession, Tracers, UserChain, UserStackMode,
     KERNEL_IPS_IN_KERNEL, PERF_CONTEXT_USER_DEFERRED, PERF_RECORD_CALLCHAIN_DEFERRED,

@@ -48,9 +48,31 @@ pub fn read_order(buffers: &[Vec<PerfRecord>]) -> Vec<(usize, &PerfRecord)> {
 /// if the cookie matches; what is still queued at the end is delivered
 /// without a user stack.
 pub fn stitch(buffers: &[Vec<PerfRecord>]) -> Vec<StitchedSample> {
+    let mut stitcher = Stitcher::default();
     let mut out = Vec::new();
-    let mut queue: Vec<StitchedSample> = Vec::new();
     for (buffer_cpu, record) in read_order(buffers) {
+        stitcher.feed(buffer_cpu, record, &mut out);
+    }
+    out.extend(stitcher.finish());
+    out.sort_by_key(|s| s.sample);
+    out
+}
+
+/// [`stitch()`] a record at a time, for a reader that takes the records
+/// as they are written (in [`read_order`]) and keeps only what is still
+/// waiting: the deferred samples whose task has had no deferred record
+/// since.
+#[derive(Debug, Default)]
+pub struct Stitcher {
+    /// Deferred samples waiting for their task's next deferred record.
+    queue: Vec<StitchedSample>,
+}
+
+impl Stitcher {
+    /// Reads `record` (from `buffer_cpu`'s buffer), adding to `out` every
+    /// sample it completes: itself if it needs no deferred record, else
+    /// the queued samples of its task if it is one.
+    pub fn feed(&mut self, buffer_cpu: usize, record: &PerfRecord, out: &mut Vec<StitchedSample>) {
         match record {
             PerfRecord::Sample { time, cpu, tid, sample, kernel, user, .. } => {
                 let mut s = StitchedSample {
@@ -66,7 +88,7 @@ pub fn stitch(buffers: &[Vec<PerfRecord>]) -> Vec<StitchedSample> {
                 match user {
                     UserChain::Deferred { cookie } => {
                         s.cookie = Some(*cookie);
-                        queue.push(s);
+                        self.queue.push(s);
                     }
                     UserChain::Ips(ips) | UserChain::Copied { ips, .. } => {
                         s.user = Some(ips.clone());
@@ -77,7 +99,7 @@ pub fn stitch(buffers: &[Vec<PerfRecord>]) -> Vec<StitchedSample> {
             }
             PerfRecord::Deferred { tid, cookie, ips, .. } => {
                 let mut kept = Vec::new();
-                for mut s in queue.drain(..) {
+                for mut s in self.queue.drain(..) {
                     if s.tid != *tid {
                         kept.push(s);
                         continue;
@@ -88,11 +110,19 @@ pub fn stitch(buffers: &[Vec<PerfRecord>]) -> Vec<StitchedSample> {
                     }
                     out.push(s);
                 }
-                queue = kept;
+                self.queue = kept;
             }
         }
     }
-    out.extend(queue);
-    out.sort_by_key(|s| s.sample);
-    out
+
+    /// The samples still waiting, in the order they came.
+    pub fn queued(&self) -> &[StitchedSample] {
+        &self.queue
+    }
+
+    /// The end of the records: every sample still waiting, without a user
+    /// stack.
+    pub fn finish(self) -> Vec<StitchedSample> {
+        self.queue
+    }
 }
