@@ -16,7 +16,9 @@ pub(crate) struct ExecArgs {
     #[arg(long, value_name = "DIR", default_value = "/")]
     root: std::path::PathBuf,
     /// Searched before the root, like qemu-user's `-L` (default: Debian's
-    /// cross sysroot for AArch64 and s390x programs, none for x86-64).
+    /// cross sysroot for AArch64 and s390x programs whose interpreter the
+    /// root lacks, none for x86-64 and none when the root has it: a root
+    /// that is a whole system keeps its own ld.so and libc together).
     #[arg(long, value_name = "DIR")]
     prefix: Option<std::path::PathBuf>,
     /// The program's working directory, an absolute path as the program

@@ -58,8 +58,9 @@ pub struct Config {
     /// `unwindlab exec` uses `/`).
     pub root: Option<std::path::PathBuf>,
     /// Searched before the root, like qemu-user's `-L`. `None`: the
-    /// architecture's Debian cross sysroot when there is a root
-    /// ([`crate::linux::fs::default_prefix`]); an empty path: none.
+    /// architecture's Debian cross sysroot when there is a root that lacks
+    /// the program's interpreter ([`crate::linux::fs::default_prefix`]);
+    /// an empty path: none.
     pub prefix: Option<std::path::PathBuf>,
     /// The guest's working directory, absolute (default `/`).
     pub cwd: Option<Vec<u8>>,
@@ -127,6 +128,12 @@ impl Emulator {
             });
         }
         let machine = crate::machine::arch::machine(image.arch);
+        let fs = vfs_from_config(
+            &config,
+            machine.info().arch,
+            config.exe_path.clone().unwrap_or_else(|| default_exe_path(file)),
+            image.interp.as_deref(),
+        );
         let uc = hooks::new_engine(machine, config.tracking, file, "start")?;
         let mut emu = Emulator {
             uc,
@@ -146,11 +153,7 @@ impl Emulator {
             syscalls: syscall::number_map(machine.info().arch),
             unnumbered: syscall::unnumbered_map(machine.info().arch, &config.named_syscalls),
             fds: crate::linux::fs::FdTable::stdio(),
-            fs: vfs_from_config(
-                &config,
-                machine.info().arch,
-                config.exe_path.clone().unwrap_or_else(|| default_exe_path(file)),
-            ),
+            fs,
             unknown_reported: std::collections::BTreeSet::new(),
             altstack: None,
             trampoline: 0,
@@ -362,14 +365,35 @@ fn default_exe_path(file: &str) -> Vec<u8> {
     }
 }
 
+/// Whether the host directory `root` holds guest path `path` (symbolic
+/// links followed as the host follows them: Debian's are relative).
+fn in_root(root: &std::path::Path, path: &[u8]) -> bool {
+    use std::os::unix::ffi::OsStrExt as _;
+    root.join(std::ffi::OsStr::from_bytes(path.strip_prefix(b"/").unwrap_or(path))).exists()
+}
+
 /// The file system `config` asks for, for a guest of `arch` whose
-/// `/proc/self/exe` is `exe`, with the configuration's files added.
-fn vfs_from_config(config: &Config, arch: kmodel::arch::Arch, exe: Vec<u8>) -> crate::linux::fs::Vfs {
-    let prefix = match &config.prefix {
-        Some(p) if p.as_os_str().is_empty() => None,
-        Some(p) => Some(p.clone()),
-        None if config.root.is_some() => crate::linux::fs::default_prefix(arch),
-        None => None,
+/// `/proc/self/exe` is `exe` and whose program names the interpreter
+/// `interp`, with the configuration's files added.
+fn vfs_from_config(
+    config: &Config,
+    arch: kmodel::arch::Arch,
+    exe: Vec<u8>,
+    interp: Option<&[u8]>,
+) -> crate::linux::fs::Vfs {
+    let prefix = match (&config.prefix, &config.root) {
+        (Some(p), _) if p.as_os_str().is_empty() => None,
+        (Some(p), _) => Some(p.clone()),
+        // A root that holds the program's interpreter is a whole system
+        // (Debian's arm64 tree): its libraries come with that ld.so, so no
+        // cross sysroot goes before it. Searched first, the cross package's
+        // ld.so ran with the root's libc.so.6, two builds of glibc whose
+        // private layouts differ (`_rtld_global`, Debian 12's 2.36-8 cross
+        // package against 2.36-9+deb12u14): xz -T2 spun forever in
+        // pthread_create() on AArch64 and s390x.
+        (None, Some(root)) if interp.is_some_and(|i| in_root(root, i)) => None,
+        (None, Some(_)) => crate::linux::fs::default_prefix(arch),
+        (None, None) => None,
     };
     let cwd = config.cwd.clone().unwrap_or_else(|| b"/".to_vec());
     let mut fs = crate::linux::fs::Vfs::new(config.root.clone(), prefix, cwd, exe);
