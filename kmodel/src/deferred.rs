@@ -130,8 +130,11 @@ impl Kernel {
         {
             let t = self.task(tid);
             // Kernel threads, exiting tasks, and contexts without user
-            // registers cannot be unwound.
-            if t.kthread || t.exiting || t.regs.is_none() || t.mm.is_none() && t.stack_copy.is_none() {
+            // registers cannot be unwound: upstream's `(PF_KTHREAD |
+            // PF_EXITING) || !user_mode(regs)`, and nothing more (a task
+            // without an mm is a kernel thread, or exiting: `do_exit()`
+            // sets PF_EXITING before `exit_mm()`, as `exit.rs` does).
+            if t.kthread || t.exiting || t.regs.is_none() {
                 return (EINVAL, none);
             }
         }
