@@ -209,6 +209,26 @@ pub struct Report {
 }
 
 impl Report {
+    /// A report of a run of `scenario` with nothing in it yet: no samples,
+    /// no symbols (what validate's judge fills chunk by chunk).
+    pub(crate) fn empty(scenario: &Scenario) -> Report {
+        Report {
+            scenario: scenario.clone(),
+            profile: scenario.kernel.profile,
+            parts: scenario.kernel.profile.parts(scenario),
+            summary: Summary::default(),
+            samples: Vec::new(),
+            failures: Vec::new(),
+            guests: Vec::new(),
+            violations: Vec::new(),
+            expectation_failures: Vec::new(),
+            log: Vec::new(),
+            kernel_events: Vec::new(),
+            symbols: BTreeMap::new(),
+            perf: Default::default(),
+        }
+    }
+
     /// The names of code addresses as sample `s` saw them: `main+0x5` in
     /// its guest's program, `libc.so.6!puts+0x1c` in another object, hex in
     /// none. Every view of a report names frames this way.

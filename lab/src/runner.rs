@@ -179,36 +179,18 @@ pub fn run_judged_as_it_goes(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<JudgedAsItWent, RunError> {
     let mut run = prepare(scenario, false, extra)?;
-    let judge = crate::stream::Judge::new(&run, extra, chunk).map_err(RunError::Scenario)?;
-    run.judge = Some(judge);
-    run.main_loop(progress)?;
+    let mut judge = crate::stream::Judge::new(&run, extra).map_err(RunError::Scenario)?;
+    run.main_loop_reading(progress, &mut |run| {
+        if run.samples.len() >= chunk {
+            judge.drain(run);
+        }
+    })?;
     if let Some(failure) = run.k.backend_failure() {
         return Err(RunError::Scenario(failure));
     }
-    let judge = run.judge.take().expect("the judge stays in the run");
     let (verdicts, symbols) = judge.finish(&mut run);
     let violations = run.k.take_violations().iter().map(|v| v.to_string()).collect();
     Ok(JudgedAsItWent { verdicts, violations, symbols })
-}
-
-/// A report of `run` with nothing judged yet: its scenario and profile,
-/// no samples, no symbols (what the stream judge fills per chunk).
-pub(crate) fn empty_report(run: &Run<'_>) -> Report {
-    Report {
-        scenario: run.scenario.clone(),
-        profile: run.scenario.kernel.profile,
-        parts: run.scenario.kernel.profile.parts(run.scenario),
-        summary: Summary::default(),
-        samples: Vec::new(),
-        failures: Vec::new(),
-        guests: Vec::new(),
-        violations: Vec::new(),
-        expectation_failures: Vec::new(),
-        log: Vec::new(),
-        kernel_events: Vec::new(),
-        symbols: BTreeMap::new(),
-        perf: Default::default(),
-    }
 }
 
 /// The kernel of a run: the model, or the kernel's own code of the tree
@@ -287,25 +269,6 @@ fn input_lines(run: &Run<'_>) -> Vec<String> {
     lines
 }
 
-/// Each guest's symboliser: the objects its processes had mapped, from its
-/// emulator's events and its forks, and where each of its samples was taken.
-fn symbols(run: &Run<'_>) -> BTreeMap<String, GuestSymbols> {
-    symbols_with(run, &mut SymbolCache::default())
-}
-
-/// [`symbols`] with the files parsed so far in `cache` (a reader that
-/// names the samples of a run chunk by chunk parses each file once).
-pub(crate) fn symbols_with(run: &Run<'_>, cache: &mut SymbolCache) -> BTreeMap<String, GuestSymbols> {
-    let mut out = BTreeMap::new();
-    for (i, guest) in run.guests.iter().enumerate() {
-        let samples = run.samples.iter().filter(|(_, s)| s.guest == i).map(|(&n, s)| (n, s.moment)).collect();
-        let symbols = GuestSymbols::new(guest.emu.events(), &guest.forks, &guest.exe, samples, cache)
-            .with_trampoline(guest.emu.trampoline());
-        out.insert(guest.name.clone(), symbols);
-    }
-    out
-}
-
 /// Bytes the samples of every perf session would have written with `perf
 /// record --call-graph dwarf` (8 KiB of stack and the user registers each,
 /// the kernel callchain as it was; no deferred records).
@@ -322,7 +285,7 @@ fn dwarf_baseline(tracers: &kmodel::tracer::Tracers, regs: u32) -> u64 {
 /// extra unwinder orders: the perf records stitched once for all; with
 /// `perf`, what its perf.data files are made of.
 fn report(mut run: Run<'_>, with_log: bool, extra: usize, perf: bool) -> (Report, Vec<crate::judge::Extra>) {
-    let symbols = symbols(&run);
+    let symbols = run.symbols(&mut SymbolCache::default());
     let perf = if perf { crate::perf_data::capture(&run) } else { Default::default() };
     // Done with the model: its extra walks' traces move into the stacks,
     // and what the lab saw at each NMI into the samples.

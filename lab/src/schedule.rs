@@ -17,6 +17,7 @@ use crate::guest::GuestRun;
 use crate::judge::SampleInfo;
 use crate::report::{Progress, RunError};
 use crate::scenario::{Action, EvictWhat, Scenario, Tracer};
+use crate::symbolise::{GuestSymbols, SymbolCache};
 
 /// A scenario being run.
 pub(crate) struct Run<'s> {
@@ -46,9 +47,6 @@ pub(crate) struct Run<'s> {
     in_kernel: u64,
     /// Index of the next timed event.
     next_event: usize,
-    /// The judge of a run judged as it goes (`validate`), if it is: every
-    /// chunk of samples it reads what the kernel wrote.
-    pub(crate) judge: Option<crate::stream::Judge>,
 }
 
 impl<'s> Run<'s> {
@@ -68,7 +66,6 @@ impl<'s> Run<'s> {
             cancelled_works: BTreeMap::new(),
             in_kernel: 0,
             next_event: 0,
-            judge: None,
         };
         for t in &scenario.tracers {
             run.register(t);
@@ -181,6 +178,17 @@ impl<'s> Run<'s> {
     /// Runs the guests until they have all exited, are left asleep, or the
     /// scenario's `stop_after` is reached.
     pub(crate) fn main_loop(&mut self, progress: &mut dyn FnMut(Progress)) -> Result<(), RunError> {
+        self.main_loop_reading(progress, &mut |_| {})
+    }
+
+    /// [`Run::main_loop`], calling `read` after every step: a reader of
+    /// what the kernel writes as the run goes (validate's judge,
+    /// `stream.rs`) takes it from the run there.
+    pub(crate) fn main_loop_reading(
+        &mut self,
+        progress: &mut dyn FnMut(Progress),
+        read: &mut dyn FnMut(&mut Run<'s>),
+    ) -> Result<(), RunError> {
         let stop_after = self.scenario.stop_after.unwrap_or(u64::MAX);
         loop {
             progress(Progress { instructions: self.global(), samples: self.k.tracers().samples });
@@ -229,14 +237,24 @@ impl<'s> Run<'s> {
                 Stop::Process(event) => self.process(g, event, stop_after)?,
                 Stop::Exit(exit) => self.guests[g].done = Some(exit.shell_status()),
             }
-            if self.judge.as_ref().is_some_and(|j| self.samples.len() >= j.chunk) {
-                if let Some(mut judge) = self.judge.take() {
-                    judge.drain(self);
-                    self.judge = Some(judge);
-                }
-            }
+            read(self);
         }
         Ok(())
+    }
+
+    /// Each guest's symboliser: the objects its processes had mapped, from
+    /// its emulator's events and its forks, and where each of the samples
+    /// the run still holds was taken; files parsed once in `cache` (a
+    /// reader that names a run's samples chunk by chunk keeps one).
+    pub(crate) fn symbols(&self, cache: &mut SymbolCache) -> BTreeMap<String, GuestSymbols> {
+        let mut out = BTreeMap::new();
+        for (i, guest) in self.guests.iter().enumerate() {
+            let samples = self.samples.iter().filter(|(_, s)| s.guest == i).map(|(&n, s)| (n, s.moment)).collect();
+            let symbols = GuestSymbols::new(guest.emu.events(), &guest.forks, &guest.exe, samples, cache)
+                .with_trampoline(guest.emu.trampoline());
+            out.insert(guest.name.clone(), symbols);
+        }
+        out
     }
 
     pub(crate) fn user_regs(&self, g: usize) -> Result<UserRegs, RunError> {

@@ -49,13 +49,12 @@ struct Tally {
 /// a run of its own.
 pub(crate) type Verdicts = Result<(Summary, Vec<Failure>), String>;
 
-/// The judge of a run judged as it goes ([`Run::judge`]).
+/// The judge of a run judged as it goes: `runner::run_judged_as_it_goes`
+/// calls [`Judge::drain`] after each step that left a chunk of samples.
 pub(crate) struct Judge {
     /// Per unwinder (the model's own first, then each extra order), the
     /// unwinders its explanations name.
     orders: Vec<Option<Vec<Method>>>,
-    /// Samples taken between two reads.
-    pub(crate) chunk: usize,
     /// The perf tool's stitcher, over the run's one perf session.
     stitcher: Stitcher,
     /// The last kernel event read (the kernel keeps a few read ones).
@@ -78,18 +77,17 @@ impl Judge {
     /// A judge for `run` (one CPU, at most one perf session) and `extra`
     /// extra unwinder configurations, or why the run must be judged after
     /// it ends.
-    pub(crate) fn new(run: &Run<'_>, extra: &[Vec<Method>], chunk: usize) -> Result<Judge, String> {
+    pub(crate) fn new(run: &Run<'_>, extra: &[Vec<Method>]) -> Result<Judge, String> {
         if run.scenario.machine.cpus != 1 || run.k.tracers().perf.len() > 1 {
             return Err(format!(
                 "scenario {}: only a run on one CPU with at most one perf session is judged as it goes",
                 run.scenario.name
             ));
         }
-        let scratch = crate::runner::empty_report(run);
+        let scratch = Report::empty(run.scenario);
         let own = run.scenario.kernel.unwinders.clone();
         Ok(Judge {
             orders: std::iter::once(own).chain(extra.iter().cloned().map(Some)).collect(),
-            chunk,
             stitcher: Stitcher::default(),
             seen: None,
             lost: Vec::new(),
@@ -144,7 +142,7 @@ impl Judge {
         if stitched.is_empty() {
             return;
         }
-        let symbols = crate::runner::symbols_with(run, &mut self.files);
+        let symbols = run.symbols(&mut self.files);
         let taken: BTreeMap<_, _> = stitched.iter().filter_map(|s| run.samples.remove_entry(&s.sample)).collect();
         let name = run.k.tracers().perf.first().map_or_else(Default::default, |p| p.name.clone());
         let perf = [Session { name: &name, buffers: renames }];
@@ -206,7 +204,7 @@ impl Judge {
         let renames = [std::mem::take(&mut self.renames)];
         self.judge(run, lost, &[], Vec::new(), &renames);
         let diverged = run.k.take_extra_walks().diverged;
-        let objects = crate::runner::symbols_with(run, &mut self.files);
+        let objects = run.symbols(&mut self.files);
         let verdicts = self
             .tallies
             .into_iter()
