@@ -137,7 +137,7 @@ fn renamed(buffers: &[Vec<PerfRecord>], s: &StitchedSample) -> Option<kmodel::ty
 /// deferred callback.
 pub(crate) struct Stitched<'k> {
     /// Per perf session (as `k.tracers().perf`), its stitched samples.
-    pub(crate) sessions: Vec<Vec<StitchedSample>>,
+    sessions: Vec<Vec<StitchedSample>>,
     /// [`walks`] of the run, borrowed from its events.
     walks: Vec<((Tid, Cookie), OwnWalk<'k>)>,
 }

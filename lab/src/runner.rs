@@ -179,12 +179,8 @@ pub fn run_judged_as_it_goes(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<JudgedAsItWent, RunError> {
     let mut run = prepare(scenario, false, extra)?;
-    let mut judge = crate::stream::Judge::new(&run, extra).map_err(RunError::Scenario)?;
-    run.main_loop_reading(progress, &mut |run| {
-        if run.samples.len() >= chunk {
-            judge.drain(run);
-        }
-    })?;
+    let mut judge = crate::stream::Judge::new(&run, extra, chunk).map_err(RunError::Scenario)?;
+    run.main_loop_reading(progress, &mut |run| judge.after_step(run))?;
     if let Some(failure) = run.k.backend_failure() {
         return Err(RunError::Scenario(failure));
     }
@@ -221,8 +217,6 @@ fn execute<'s>(
     full: bool,
     extra: &[Vec<Method>],
 ) -> Result<Run<'s>, RunError> {
-    // Scenarios built in code (validate, demo) get the parser's checks too:
-    // everything below relies on them.
     let mut run = prepare(scenario, full, extra)?;
     run.main_loop(progress)?;
     if let Some(failure) = run.k.backend_failure() {
@@ -234,6 +228,8 @@ fn execute<'s>(
 /// A run of `scenario` ready to start: the kernel configured, the guests
 /// set up (`full`, `extra`: see [`execute`]).
 fn prepare<'s>(scenario: &'s Scenario, full: bool, extra: &[Vec<Method>]) -> Result<Run<'s>, RunError> {
+    // Scenarios built in code (validate, demo) get the parser's checks too:
+    // everything below relies on them.
     scenario.validate(&format!("scenario {}", scenario.name)).map_err(|e| RunError::Scenario(e.to_string()))?;
     let opts = kernel_options(scenario);
     let extra_unwinders =

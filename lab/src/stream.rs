@@ -50,11 +50,15 @@ struct Tally {
 pub(crate) type Verdicts = Result<(Summary, Vec<Failure>), String>;
 
 /// The judge of a run judged as it goes: `runner::run_judged_as_it_goes`
-/// calls [`Judge::drain`] after each step that left a chunk of samples.
+/// calls [`Judge::after_step`] after every step of the run.
 pub(crate) struct Judge {
     /// Per unwinder (the model's own first, then each extra order), the
     /// unwinders its explanations name.
     orders: Vec<Option<Vec<Method>>>,
+    /// Samples taken between two reads.
+    chunk: u64,
+    /// How many samples the run will have taken at the next read.
+    next_read: u64,
     /// The perf tool's stitcher, over the run's one perf session.
     stitcher: Stitcher,
     /// The last kernel event read (the kernel keeps a few read ones).
@@ -77,7 +81,7 @@ impl Judge {
     /// A judge for `run` (one CPU, at most one perf session) and `extra`
     /// extra unwinder configurations, or why the run must be judged after
     /// it ends.
-    pub(crate) fn new(run: &Run<'_>, extra: &[Vec<Method>]) -> Result<Judge, String> {
+    pub(crate) fn new(run: &Run<'_>, extra: &[Vec<Method>], chunk: usize) -> Result<Judge, String> {
         if run.scenario.machine.cpus != 1 || run.k.tracers().perf.len() > 1 {
             return Err(format!(
                 "scenario {}: only a run on one CPU with at most one perf session is judged as it goes",
@@ -88,6 +92,8 @@ impl Judge {
         let own = run.scenario.kernel.unwinders.clone();
         Ok(Judge {
             orders: std::iter::once(own).chain(extra.iter().cloned().map(Some)).collect(),
+            chunk: chunk.max(1) as u64,
+            next_read: chunk.max(1) as u64,
             stitcher: Stitcher::default(),
             seen: None,
             lost: Vec::new(),
@@ -98,9 +104,21 @@ impl Judge {
         })
     }
 
+    /// After a step of the run: a read ([`Judge::drain`]) once a chunk of
+    /// samples has been taken since the last. Counted in samples taken,
+    /// not in samples held: the samples still waiting stay in the run, and
+    /// a count of those would read after every step once enough waited.
+    pub(crate) fn after_step(&mut self, run: &mut Run<'_>) {
+        let taken = run.k.tracers().samples;
+        if taken >= self.next_read {
+            self.drain(run);
+            self.next_read = taken + self.chunk;
+        }
+    }
+
     /// Reads, stitches and judges what the kernel wrote since the last
     /// call; the samples judged leave `run`.
-    pub(crate) fn drain(&mut self, run: &mut Run<'_>) {
+    fn drain(&mut self, run: &mut Run<'_>) {
         let events = run.k.drain_events();
         let new = events.partition_point(|e| self.seen.is_some_and(|seen| e.seq <= seen));
         self.seen = events.last().map(|e| e.seq).or(self.seen);
@@ -109,8 +127,8 @@ impl Judge {
         let mut done = Vec::new();
         for (cpu, record) in read_order(&buffers) {
             if let PerfRecord::Deferred { tid, cookie, .. } = record {
-                let waiting = self.stitcher.queued().iter().chain(&self.lost);
-                if waiting.into_iter().any(|s| s.cookie == Some(*cookie) && s.tid != *tid) {
+                let mut waiting = self.stitcher.queued().iter().chain(&self.lost);
+                if waiting.any(|s| s.cookie == Some(*cookie) && s.tid != *tid) {
                     self.renames.push(record.clone());
                 }
             }
@@ -118,6 +136,13 @@ impl Judge {
         }
         let (mut stacks, lost): (Vec<_>, Vec<_>) =
             done.into_iter().partition(|s| s.user.as_ref().is_some_and(|ips| !ips.is_empty()));
+        // A sample without a stack is judged lost, reading none of its
+        // truth: only its moment (for the symbols) need stay.
+        for s in &lost {
+            if let Some(info) = run.samples.get_mut(&s.sample) {
+                (info.truth, info.call_sps) = (Vec::new(), Vec::new());
+            }
+        }
         self.lost.extend(lost);
         stacks.sort_by_key(|s| s.sample);
         self.judge(run, stacks, &events[new..], walks, &[]);
@@ -159,23 +184,21 @@ impl Judge {
         self.scratch.samples = samples;
         self.scratch.symbols = symbols;
         let unstitched = summary.unstitched;
-        self.fold(0, Ok(summary), Vec::new());
+        self.fold(0, Ok((Vec::new(), summary)));
         for (n, extra) in extras.into_iter().enumerate() {
-            match extra {
-                // Stitching is the records', the same for every unwinder.
-                Ok((stacks, summary)) => self.fold(n + 1, Ok(Summary { unstitched, ..summary }), stacks),
-                Err(why) => self.fold(n + 1, Err(why), Vec::new()),
-            }
+            // Stitching is the records', the same for every unwinder.
+            self.fold(n + 1, extra.map(|(stacks, summary)| (stacks, Summary { unstitched, ..summary })));
         }
         self.scratch.samples = Vec::new();
     }
 
     /// Folds the chunk's samples, with `stacks` in place of their own
-    /// where given, into unwinder `n`'s verdicts (`summary`: their counts).
-    fn fold(&mut self, n: usize, summary: Result<Summary, String>, stacks: Vec<crate::judge::Judged>) {
+    /// where given, into unwinder `n`'s verdicts (`summary`: their
+    /// counts), or says why that unwinder's verdicts cannot stand.
+    fn fold(&mut self, n: usize, judged: crate::judge::Extra) {
         let Ok(tally) = &mut self.tallies[n] else { return };
-        let summary = match summary {
-            Ok(summary) => summary,
+        let (stacks, summary) = match judged {
+            Ok(judged) => judged,
             Err(why) => {
                 self.tallies[n] = Err(why);
                 return;

@@ -246,7 +246,7 @@ pub fn validate_sframe(
     // own (a corrupt section was dropped), that unwinder gets its own run.
     let extra: Vec<Vec<Method>> = if one_run { rest.iter().map(|&u| vec![u]).collect() } else { Vec::new() };
     let chunk = match judging {
-        Judging::AsItGoes { chunk } if perf_data.is_none() => Some(chunk.max(1)),
+        Judging::AsItGoes { chunk } if perf_data.is_none() => Some(chunk),
         _ => None,
     };
     if let Some(chunk) = chunk {
