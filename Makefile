@@ -10,7 +10,7 @@ FUZZ_SECONDS ?= 600
 # The Debian packages the build and the tests need are named, each with its
 # reason, in scripts/debian-packages.txt (installed without Recommends).
 
-.PHONY: all deps preflight build run test lint fuzz bench-sframe bench-walk bench-kmodel bench-emu bench-validate bench-perf-data bench-exec bench-growth clean
+.PHONY: all deps preflight build run test lint fuzz bench-sframe bench-walk bench-kmodel bench-emu bench-validate bench-perf-data bench-exec bench-growth bench-explore clean
 
 all: deps preflight build run
 
@@ -92,6 +92,11 @@ bench-perf-data: build
 # docs/bench.
 bench-growth: deps build
 	python3 scripts/bench-growth.py target/release/unwindlab docs/bench
+
+# How long the explorer takes to open runs of 5,000 and 50,000 events in
+# headless Chromium (BENCHMARKS.md "EXPLORER").
+bench-explore: deps build
+	python3 scripts/bench-explore.py target/release/unwindlab
 
 clean:
 	$(CARGO) clean

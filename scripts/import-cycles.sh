@@ -210,10 +210,10 @@ for crate in sys.argv[1:]:
     for key, path in mods.items():
         deps = {mods[d] for d in imports(mods, key, path) if d in mods and mods[d] != path}
         graph[path] = deps
-    for group in cycles(graph):
+    for knot in cycles(graph):
         failed = True
-        print(f"{crate}: import cycle among " + ", ".join(group))
-        for a in group:
+        print(f"{crate}: import cycle among " + ", ".join(knot))
+        for a in knot:
             for b in sorted(graph[a]):
                 if a < b and a in graph.get(b, ()):
                     print(f"  {a} <-> {b} (import each other)")

@@ -83,6 +83,10 @@ pub struct WorksView {
     pub global_mask: u64,
     /// The callbacks list, head first.
     pub callbacks: Vec<WorkId>,
+    /// `unwind_ctx_ctr` of each CPU asked for.
+    pub ctx_ctr: Vec<u32>,
+    /// SRCU read sections of `unwind_srcu` now (handlers walking the list).
+    pub srcu_readers: u32,
 }
 
 /// Something the backend's code did that the model learns after a call.
@@ -163,8 +167,9 @@ pub trait DeferredBackend: Send + Sync {
     fn task_exit(&self, host: &mut dyn Host, tid: Tid, cpu: usize);
     /// `tid`'s `unwind_info` now.
     fn info(&self, tid: Tid) -> InfoView;
-    /// The works, global mask and callbacks list now (`works` works).
-    fn works(&self, works: usize) -> WorksView;
+    /// The works, global mask and callbacks list now (`works` works), the
+    /// cookie counters of the first `cpus` CPUs and the SRCU readers.
+    fn works(&self, works: usize, cpus: usize) -> WorksView;
     /// What happened since the last call (warnings, late returns).
     fn take_events(&self) -> Vec<BackendEvent>;
     /// The code faulted (and the backend refuses every call since): what

@@ -21,19 +21,7 @@ use crate::tracer::{PerfRecord, Tracers};
 use crate::types::{KernelOptions, MmId, PerfRegistration, Tid, UnwindTaskInfo, WorkId, RESERVED_BITS};
 use crate::unwind::{ExtraWalk, ExtraWalks, SframeRegistry};
 
-/// Where a task is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TaskState {
-    /// Running user code.
-    User,
-    /// In the kernel (system call, interrupt, exception).
-    Kernel,
-    /// Asleep in the kernel.
-    Sleeping,
-    /// Gone.
-    Dead,
-}
+pub use crate::types::TaskState;
 
 /// A task.
 #[derive(Debug, Clone)]
@@ -232,6 +220,9 @@ pub struct Kernel {
     /// The kernel's own `deferred.c` and `user.c`, when they run instead
     /// of the model's (`upstream.rs`).
     pub(crate) backend: Option<Arc<dyn DeferredBackend>>,
+    /// The cells each logged event changed, when a host records them
+    /// ([`Kernel::record_states`]).
+    pub(crate) states: Option<crate::state::Recorder>,
 }
 
 impl Kernel {
@@ -270,6 +261,7 @@ impl Kernel {
             violations: Vec::new(),
             extra: ExtraWalks::default(),
             backend,
+            states: None,
         };
         if boot_perf {
             k.perf_event_init();
@@ -307,6 +299,7 @@ impl Kernel {
         self.next_seq += 1;
         if kind.kept_by(self.opts.event_log) {
             self.events.push(Event { seq, time: self.time, cpu, tid, kind });
+            self.record_state(seq);
         }
     }
 

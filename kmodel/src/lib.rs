@@ -29,6 +29,7 @@
 //! | the reference's invariants (§9), the mm's life with several tasks (M1–M4), and their ledger | `invariants/` |
 //! | the points where an NMI or a cancel may strike | `interleave.rs` |
 //! | the event log | `event.rs` |
+//! | the state as cells, and the cells each event changed (an explorer's instrument, no kernel code) | `state.rs` (the types), `cells.rs` (read from the kernel) |
 //! | the interface to a second implementation of `deferred.c` and `user.c`: the kernel's own code (`kupstream`) | `backend.rs` |
 //! | the model's side of it: each `deferred.c` entry handed to the backend, the calls back answered, its state mirrored | `upstream.rs` |
 //! | user memory that may fault, user registers, per-architecture tables | `memory.rs`, `arch.rs` |
@@ -58,10 +59,10 @@
 //! # Layers
 //!
 //! No file imports one that imports it back (`scripts/import-cycles.sh`):
-//! `types`, `arch`, `memory`, `event`, `interleave`, `unwind` and the
+//! `types`, `arch`, `memory`, `event`, `interleave`, `state`, `unwind` and the
 //! tracers' and invariants' data come first; `kernel.rs` holds the state
 //! built from them; the files that model kernel code (`deferred`, `entry`,
-//! `exit`, `task`, `mm`, `tracer/perf`, `tracer/ftrace_bpf`,
+//! `exit`, `task`, `mm`, `cells`, `tracer/perf`, `tracer/ftrace_bpf`,
 //! `invariants/check`) add `impl Kernel` blocks and are imported by none.
 
 #![forbid(unsafe_code)]
@@ -69,6 +70,7 @@
 
 pub mod arch;
 pub mod backend;
+mod cells;
 mod deferred;
 mod entry;
 pub mod event;
@@ -78,6 +80,7 @@ pub mod invariants;
 pub mod kernel;
 pub mod memory;
 mod mm;
+pub mod state;
 mod task;
 pub mod tracer;
 pub mod types;

@@ -436,3 +436,17 @@ impl KernelOptions {
         self.unwind.sframe_mode
     }
 }
+
+/// Where a task is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskState {
+    /// Running user code.
+    User,
+    /// In the kernel (system call, interrupt, exception).
+    Kernel,
+    /// Asleep in the kernel.
+    Sleeping,
+    /// Gone.
+    Dead,
+}

@@ -92,14 +92,37 @@ impl Kernel {
         mem: Option<&dyn UserMemory>,
         f: impl FnOnce(&dyn DeferredBackend, &mut dyn Host) -> R,
     ) -> R {
+        self.on_backend_handling(cpu, tid, mem, None, f)
+    }
+
+    /// [`Kernel::on_backend`] for a call that runs the deferred handler:
+    /// its `handler_start` event (`handler`: the task and the context) is
+    /// logged where the code's `fetch_andnot` has taken the bits, with the
+    /// state as it is there.
+    fn on_backend_handling<R>(
+        &mut self,
+        cpu: usize,
+        tid: Option<Tid>,
+        mem: Option<&dyn UserMemory>,
+        handler: Option<(Tid, &'static str)>,
+        f: impl FnOnce(&dyn DeferredBackend, &mut dyn Host) -> R,
+    ) -> R {
         let backend = self.backend.clone().expect("called with a backend");
         if let Some(tid) = tid {
             backend.set_task(tid, &self.task_view(tid));
         }
-        let result = {
-            let mut host = Call { k: self, mem, cpu, walk: None };
-            f(&*backend, &mut host)
+        // Only with PENDING set does the handler take the bits (upstream
+        // WARNs and returns otherwise).
+        let handler = handler.filter(|&(t, _)| self.task(t).info.mask & UNWIND_PENDING != 0);
+        let (result, handler) = {
+            let mut host = Call { k: self, mem, cpu, walk: None, handler };
+            let result = f(&*backend, &mut host);
+            (result, host.handler)
         };
+        // The code never took the bits: the event as the call began.
+        if let Some((tid, context)) = handler {
+            self.log_handler_start(tid, context);
+        }
         self.mirror_backend();
         result
     }
@@ -130,23 +153,7 @@ impl Kernel {
     /// it reported into events.
     pub(crate) fn mirror_backend(&mut self) {
         let Some(backend) = self.backend.clone() else { return };
-        let tids: Vec<Tid> = self.tasks.keys().copied().collect();
-        for tid in tids {
-            let view = backend.info(tid);
-            let cookie = self.host_cookie(view.id);
-            let info = &mut self.task_mut(tid).info;
-            info.mask = view.mask;
-            info.id = cookie;
-            info.cache =
-                view.cache.map(|(completed, entries)| UnwindCache { completed, nr_entries: entries.len(), entries });
-        }
-        let works = backend.works(self.works.len());
-        for (w, &(bit, listed)) in self.works.iter_mut().zip(&works.works) {
-            w.bit = bit;
-            w.listed = listed;
-        }
-        self.global_mask = works.global_mask;
-        self.callbacks = works.callbacks;
+        self.mirror_state(backend.as_ref());
         for event in backend.take_events() {
             match event {
                 BackendEvent::Warn { site, what, cpu, tid } => {
@@ -167,6 +174,41 @@ impl Kernel {
                     self.log(0, None, EventKind::CancelReturn { work });
                 }
             }
+        }
+    }
+
+    /// Copies the backend's state into the model's mirrors: after each
+    /// call, and in the middle of one where the host logs an event, so the
+    /// event shows the code's state at that moment as the model's own code
+    /// would.
+    fn mirror_state(&mut self, backend: &dyn DeferredBackend) {
+        let tids: Vec<Tid> = self.tasks.keys().copied().collect();
+        for tid in tids {
+            let view = backend.info(tid);
+            let cookie = self.host_cookie(view.id);
+            let info = &mut self.task_mut(tid).info;
+            info.mask = view.mask;
+            info.id = cookie;
+            info.cache =
+                view.cache.map(|(completed, entries)| UnwindCache { completed, nr_entries: entries.len(), entries });
+        }
+        let works = backend.works(self.works.len(), self.cpus.len());
+        for (w, &(bit, listed)) in self.works.iter_mut().zip(&works.works) {
+            w.bit = bit;
+            w.listed = listed;
+        }
+        self.global_mask = works.global_mask;
+        self.callbacks = works.callbacks;
+        for (cpu, ctr) in self.cpus.iter_mut().zip(works.ctx_ctr) {
+            cpu.ctr = ctr;
+        }
+        self.srcu_readers = works.srcu_readers;
+    }
+
+    /// [`Kernel::mirror_state`] of the backend, if one runs.
+    fn mirror_state_now(&mut self) {
+        if let Some(backend) = self.backend.clone() {
+            self.mirror_state(backend.as_ref());
         }
     }
 
@@ -202,20 +244,19 @@ impl Kernel {
     /// The task_work `unwind_deferred_task_work()` on the backend.
     pub(crate) fn upstream_task_work(&mut self, tid: Tid, mem: &dyn UserMemory, context: &'static str) {
         let cpu = self.task(tid).cpu;
-        self.log_handler_start(tid, context);
-        self.task_mut(tid).in_handler = true;
-        self.on_backend(cpu, Some(tid), Some(mem), |b, host| b.task_work(host, tid, cpu));
+        self.on_backend_handling(cpu, Some(tid), Some(mem), Some((tid, context)), |b, host| {
+            b.task_work(host, tid, cpu)
+        });
         self.task_mut(tid).in_handler = false;
     }
 
-    /// The handler's `handler_start` event, from the mask it is about to
-    /// take (nothing if PENDING is clear: upstream WARNs and returns).
+    /// The handler's `handler_start` event, once it has taken the bits
+    /// (`fetch_andnot` cleared PENDING): the tracer bits it took.
     fn log_handler_start(&mut self, tid: Tid, context: &'static str) {
-        let mask = self.task(tid).info.mask;
-        if mask & UNWIND_PENDING != 0 {
-            let cpu = self.task(tid).cpu;
-            self.log(cpu, Some(tid), EventKind::HandlerStart { bits: mask & !RESERVED_BITS, context });
-        }
+        let cpu = self.task(tid).cpu;
+        self.task_mut(tid).in_handler = true;
+        let bits = self.task(tid).info.mask;
+        self.log(cpu, Some(tid), EventKind::HandlerStart { bits: bits & !RESERVED_BITS, context });
     }
 
     /// `unwind_reset_info()` on the backend.
@@ -256,10 +297,8 @@ impl Kernel {
         let cpu = self.task(tid).cpu;
         if self.task(tid).info.mask & UNWIND_PENDING != 0 {
             self.log(cpu, Some(tid), EventKind::ExitHook { variant });
-            self.log_handler_start(tid, "exit");
-            self.task_mut(tid).in_handler = true;
         }
-        self.on_backend(cpu, Some(tid), Some(mem), |b, host| b.task_exit(host, tid, cpu));
+        self.on_backend_handling(cpu, Some(tid), Some(mem), Some((tid, "exit")), |b, host| b.task_exit(host, tid, cpu));
         self.task_mut(tid).in_handler = false;
     }
 }
@@ -273,6 +312,9 @@ struct Call<'k, 'm> {
     /// A `user.c` walk in progress: faults before it, the extra walks made
     /// for it, and its last failed read.
     walk: Option<UserCWalk>,
+    /// The deferred handler this call runs, whose `handler_start` event
+    /// is still to be logged: its task and context.
+    handler: Option<(Tid, &'static str)>,
 }
 
 /// What the model keeps of a walk `user.c` makes, for its `unwind` event.
@@ -284,6 +326,12 @@ struct UserCWalk {
 
 impl Host for Call<'_, '_> {
     fn point(&mut self, site: Site) {
+        if site.op == "after atomic_long_fetch_andnot" {
+            if let Some((tid, context)) = self.handler.take() {
+                self.k.mirror_state_now();
+                self.k.log_handler_start(tid, context);
+            }
+        }
         self.k.point(self.cpu, Point::Upstream(site));
     }
 
@@ -298,6 +346,7 @@ impl Host for Call<'_, '_> {
     }
 
     fn task_work_add(&mut self, tid: Tid, nmi_current: bool) -> i32 {
+        self.k.mirror_state_now();
         let notify = if nmi_current { Notify::NmiCurrent } else { Notify::Resume };
         self.k.task_work_add(tid, self.cpu, notify)
     }
@@ -315,6 +364,8 @@ impl Host for Call<'_, '_> {
 
     fn walk(&mut self, tid: Tid, max: usize) -> Option<Vec<u64>> {
         let mem = self.mem?;
+        // The walk's event shows the code's state (its cache allocated).
+        self.k.mirror_state_now();
         let mm = self.k.task(tid).mm?;
         if self.k.user_c_walks(self.k.mms[mm.0].arch) {
             let extra = self.k.extra_walks_of(tid, mm, None, mem);
@@ -328,6 +379,7 @@ impl Host for Call<'_, '_> {
 
     fn walked(&mut self, tid: Tid, trace: &[u64]) {
         let Some(walk) = self.walk.take() else { return };
+        self.k.mirror_state_now();
         let faults = self.mem.map_or(0, |m| m.fault_count()) - walk.faults_before;
         let k = &mut *self.k;
         k.stats.unwinds += 1;

@@ -608,6 +608,12 @@ int unwindlab_work_listed(int work)
 
 unsigned long unwindlab_global_mask(void) { return unwind_mask; }
 
+/* deferred.c's SRCU read sections now (the explorer shows them). */
+int unwindlab_srcu_readers(void) { return unwind_srcu.readers; }
+
+/* deferred.c's per-CPU cookie counter (the explorer shows it). */
+unsigned int unwindlab_ctx_ctr(int cpu) { return cpu >= 0 && cpu < H_NR_CPUS ? unwind_ctx_ctr[cpu] : 0; }
+
 /* The callbacks list, head first, as work numbers. */
 int unwindlab_callbacks(int *out, int max)
 {

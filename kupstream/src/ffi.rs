@@ -94,6 +94,8 @@ struct Fns {
     work_bit: unsafe extern "C" fn(c_int) -> c_int,
     work_listed: unsafe extern "C" fn(c_int) -> c_int,
     global_mask: unsafe extern "C" fn() -> c_ulong,
+    ctx_ctr: unsafe extern "C" fn(c_int) -> std::os::raw::c_uint,
+    srcu_readers: unsafe extern "C" fn() -> c_int,
     callbacks: unsafe extern "C" fn(*mut c_int, c_int) -> c_int,
     take_events: unsafe extern "C" fn(*mut HEvent, c_int, *mut c_int) -> c_int,
     others_waiting: unsafe extern "C" fn() -> c_int,
@@ -278,6 +280,8 @@ fn resolve(lib: &Library) -> Result<Fns, String> {
         work_bit: sym!("unwindlab_work_bit"),
         work_listed: sym!("unwindlab_work_listed"),
         global_mask: sym!("unwindlab_global_mask"),
+        ctx_ctr: sym!("unwindlab_ctx_ctr"),
+        srcu_readers: sym!("unwindlab_srcu_readers"),
         callbacks: sym!("unwindlab_callbacks"),
         take_events: sym!("unwindlab_take_events"),
         others_waiting: sym!("unwindlab_others_waiting"),
@@ -497,7 +501,7 @@ impl DeferredBackend for Upstream {
         InfoView { mask: h.mask, id: h.id, cache }
     }
 
-    fn works(&self, works: usize) -> WorksView {
+    fn works(&self, works: usize, cpus: usize) -> WorksView {
         let n = works.min(self.max_works);
         // SAFETY: plain reads of the instance's state.
         unsafe {
@@ -509,7 +513,9 @@ impl DeferredBackend for Upstream {
             let room = list.len().min(self.max_works);
             let len = (self.fns.callbacks)(list.as_mut_ptr(), room as c_int).clamp(0, room as c_int) as usize;
             let callbacks = list[..len].iter().map(|&w| WorkId(w as usize)).collect();
-            WorksView { works, global_mask: (self.fns.global_mask)(), callbacks }
+            let ctx_ctr = (0..cpus).map(|c| (self.fns.ctx_ctr)(c as c_int)).collect();
+            let srcu_readers = u32::try_from((self.fns.srcu_readers)()).unwrap_or(0);
+            WorksView { works, global_mask: (self.fns.global_mask)(), callbacks, ctx_ctr, srcu_readers }
         }
     }
 

@@ -11,8 +11,9 @@ use kmodel::arch::Arch;
 use kmodel::event::EventKind;
 use kmodel::types::ExitPath;
 
+use crate::explore::{Explored, Step};
 use crate::report::{Report, RunError};
-use crate::runner::run;
+use crate::runner::{run, run_explored};
 use crate::scenario::{Action, Guest, KernelChoice, KernelConfig, Machine, Profile, Scenario, TimedEvent, Tracer};
 use crate::symbolise::Names;
 
@@ -62,6 +63,10 @@ fn upstream_has(arch: Arch) -> String {
     }
 }
 
+fn step(at: Option<u64>, text: String) -> Step {
+    Step { at, text }
+}
+
 fn frames(names: Names<'_>, ips: &[u64]) -> String {
     let names: Vec<String> = ips.iter().take(6).map(|&pc| names.function(pc)).collect();
     let more = if ips.len() > 6 { format!(" … ({} frames)", ips.len()) } else { String::new() };
@@ -75,10 +80,30 @@ pub fn demo(arch: Arch, guests_dir: &Path) -> Result<Vec<String>, RunError> {
 
 /// [`demo`] with `choice` saying whose code runs `kernel/unwind/`.
 pub fn demo_on(arch: Arch, guests_dir: &Path, choice: &KernelChoice) -> Result<Vec<String>, RunError> {
-    let run = |mut s: Scenario| {
+    let (steps, _) =
+        demo_steps(arch, guests_dir, choice, |s| run(s).map(|report| Explored { report, changes: Vec::new() }))?;
+    Ok(steps.into_iter().map(|s| s.text).collect())
+}
+
+/// [`demo_on`] with its main run recorded for the explorer: the narration,
+/// its steps placed at the main run's events, and that run
+/// ([`crate::explore::page`] plays the one over the other).
+pub fn demo_explored(arch: Arch, guests_dir: &Path, choice: &KernelChoice) -> Result<(Vec<Step>, Explored), RunError> {
+    demo_steps(arch, guests_dir, choice, |s| run_explored(s, &mut |_| {}))
+}
+
+/// The demo's runs, the main one by `main_run`, and its narration.
+fn demo_steps(
+    arch: Arch,
+    guests_dir: &Path,
+    choice: &KernelChoice,
+    main_run: impl Fn(&Scenario) -> Result<Explored, RunError>,
+) -> Result<(Vec<Step>, Explored), RunError> {
+    let configured = |mut s: Scenario| {
         choice.apply(&mut s.kernel);
-        run(&s)
+        s
     };
+    let run = |s: Scenario| run(&configured(s));
     let slow = TimedEvent {
         at: 0,
         action: Action::SlowSyscall {
@@ -89,7 +114,8 @@ pub fn demo_on(arch: Arch, guests_dir: &Path, choice: &KernelChoice) -> Result<V
         },
     };
     let migrate = TimedEvent { at: 0, action: Action::Migrate { task: "lab".into(), cpu: 1, thread: None } };
-    let main = run(scenario(arch, guests_dir, "sleep", ExitPath::Upstream, vec![slow, migrate]))?;
+    let explored = main_run(&configured(scenario(arch, guests_dir, "sleep", ExitPath::Upstream, vec![slow, migrate])))?;
+    let main = &explored.report;
     let exit_slow = TimedEvent {
         at: 0,
         action: Action::SlowSyscall {
@@ -101,31 +127,44 @@ pub fn demo_on(arch: Arch, guests_dir: &Path, choice: &KernelChoice) -> Result<V
     };
     let lost = run(scenario(arch, guests_dir, "exit", ExitPath::None, vec![exit_slow.clone()]))?;
     let kept = run(scenario(arch, guests_dir, "exit", ExitPath::Upstream, vec![exit_slow]))?;
-    let mut steps = vec![format!(
-        "unwindlab demo on {arch}: the guest `lab sleep` runs under the emulator on a 2-CPU kernel model; \
+    let mut steps = vec![step(
+        None,
+        format!(
+            "unwindlab demo on {arch}: the guest `lab sleep` runs under the emulator on a 2-CPU kernel model; \
          perf samples it every 4,001 instructions and wants each sample's user stack. The model runs kernel \
          profile {} — {}. {}",
-        main.profile,
-        main.parts,
-        upstream_has(arch)
+            main.profile,
+            main.parts,
+            upstream_has(arch)
+        ),
     )];
-    steps.extend(story(&main));
-    steps.extend(exit_story(&lost, &kept));
-    Ok(steps)
+    steps.extend(tour(main));
+    steps.extend(exit_story(&lost, &kept).into_iter().map(|text| step(None, text)));
+    Ok((steps, explored))
 }
 
-fn story(r: &Report) -> Vec<String> {
+/// The narration of run `r`: the first NMI, request, walk, callback, join
+/// and migration in it, each at its event, then the numbers (the demo's
+/// story, which any run's explorer can play).
+pub fn tour(r: &Report) -> Vec<Step> {
     let mut steps = Vec::new();
     let first = r.samples.first();
     if let Some(s) = first {
-        steps.push(format!(
-            "1. An NMI fires on CPU {} while the task runs user code at {:#x} in {}. Reading the user stack could \
+        let nmi = r
+            .kernel_events
+            .iter()
+            .find(|e| matches!(e.kind, EventKind::NmiEnter { .. }) && e.time == s.at.time && e.cpu == s.cpu);
+        steps.push(step(
+            nmi.map(|e| e.seq),
+            format!(
+                "1. An NMI fires on CPU {} while the task runs user code at {:#x} in {}. Reading the user stack could \
              fault here (a page of stack or of .sframe may not be resident), and an NMI cannot sleep to fault \
              it in. So perf only writes the kernel part of the callchain plus a marker, and asks for the user \
              stack later: unwind_deferred_request().",
-            s.cpu,
-            s.truth[0],
-            r.names(s).function(s.truth[0])
+                s.cpu,
+                s.truth[0],
+                r.names(s).function(s.truth[0])
+            ),
         ));
     }
     let mut seen_request = false;
@@ -136,27 +175,35 @@ fn story(r: &Report) -> Vec<String> {
         match &e.kind {
             EventKind::Request { ret: 0, cookie, .. } if !seen_request => {
                 seen_request = true;
-                steps.push(format!(
+                steps.push(step(
+                    Some(e.seq),
+                    format!(
                     "2. The request returns 0 and cookie {:#x}: CPU {} + 1 in one half, that CPU's counter ({}, always \
                      odd) in the other. The sample records the cookie; the task_work is queued with TWA_NMI_CURRENT \
                      so that a self-interrupt makes the task enter the kernel again before it runs more user code.",
                     cookie.id(),
                     e.cpu,
                     cookie.cnt
+                ),
                 ));
             }
             EventKind::Unwind { nr, faults, .. } if seen_request && !seen_callback => {
-                steps.push(format!(
-                    "3. On the way back to user mode the task-work handler walks the user stack once, with SFrame \
+                steps.push(step(
+                    Some(e.seq),
+                    format!(
+                        "3. On the way back to user mode the task-work handler walks the user stack once, with SFrame \
                      (a proposal, the SFrame series v13: upstream Linux 7.3 walks frame pointers, on x86-64 only), \
                      in task context where page faults are allowed: {nr} frames, {faults} page fault(s) taken."
+                    ),
                 ));
             }
             EventKind::Callback { cookie, nr, .. } if !seen_callback => {
                 seen_callback = true;
                 let first = r.samples.first();
                 let delivered = first.and_then(|s| s.delivered.clone()).unwrap_or_default();
-                steps.push(format!(
+                steps.push(step(
+                    Some(e.seq),
+                    format!(
                     "4. perf's callback writes PERF_RECORD_CALLCHAIN_DEFERRED (cookie {:#x}, {nr} frames) into the \
                      buffer of CPU {}: {}. The perf tool joins it to the sample by (task, cookie). Verdict against \
                      the emulator's ground truth: {}.",
@@ -164,36 +211,46 @@ fn story(r: &Report) -> Vec<String> {
                     e.cpu,
                     frames(first.map_or_else(Names::none, |s| r.names(s)), &delivered),
                     r.samples.first().map_or("none", |s| s.verdict.kind())
+                ),
                 ));
             }
             EventKind::Request { ret: 1, cookie, .. } if !seen_join => {
                 seen_join = true;
-                steps.push(format!(
+                steps.push(step(
+                    Some(e.seq),
+                    format!(
                     "5. A long system call (clock_nanosleep, kept in the kernel for three sampling periods) is hit by \
                      more NMIs. They get the same cookie {:#x} and return 1: the stack cannot change while the task \
                      is in the kernel, so one unwind serves them all.",
                     cookie.id()
+                ),
                 ));
             }
             EventKind::Migrate { from, to } if !seen_migrate => {
                 seen_migrate = true;
-                steps.push(format!(
+                steps.push(step(
+                    Some(e.seq),
+                    format!(
                     "6. Before returning to user the task is migrated from CPU {from} to CPU {to}. The callback runs \
                      where the task returns, so the deferred record lands in CPU {to}'s buffer, not in the buffer of \
                      the sample: consumers must match by (task, cookie), never by CPU."
+                ),
                 ));
             }
             _ => {}
         }
     }
     let s = &r.summary;
-    steps.push(format!(
-        "7. In all: {} samples, {} exact stacks, {} unwinds (not one per sample), {} bytes written to the perf \
+    steps.push(step(
+        None,
+        format!(
+            "7. In all: {} samples, {} exact stacks, {} unwinds (not one per sample), {} bytes written to the perf \
          buffers where copying 8 KiB of stack per sample would have written {}.",
-        s.samples, s.exact, s.unwinds, s.bytes_written, s.bytes_copy_baseline
+            s.samples, s.exact, s.unwinds, s.bytes_written, s.bytes_copy_baseline
+        ),
     ));
     if let Some(why) = why_not_exact(r) {
-        steps.push(format!("   {why}"));
+        steps.push(step(None, format!("   {why}")));
     }
     steps
 }

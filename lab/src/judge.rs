@@ -307,6 +307,12 @@ pub(crate) fn judge_run(
                 deferred_cpu: s.deferred_cpu,
                 walk: own.as_ref().map(OwnWalk::walk),
                 verdict,
+                at: crate::report::SampleAt {
+                    tid: s.tid,
+                    time: s.time,
+                    cookie: s.cookie.map(|c| c.id()),
+                    unwind: own.map(|w| w.seq),
+                },
             });
         }
     }

@@ -33,7 +33,9 @@
 //!   `libc.so.6!puts+0x1c`), from the emulator's object events and the
 //!   forks; the objects' functions from [`sframe::elf::Symbols`].
 //! * Views of a report: [`export`] (Chrome trace, folded stacks, Firefox
-//!   Profiler) and [`html`].
+//!   Profiler) and [`html`]; of a run recorded with the kernel's state at
+//!   every event ([`runner::run_explored`]): [`explore`], a page that steps
+//!   through it.
 //! * Built on runs: [`explain`] (why a stack left the truth, in words),
 //!   [`replay`], [`validate`] (a binary sampled per unwinder), [`demo`] (a narrated tour) and [`kdiff`] (one
 //!   scenario on the model and on the kernel's own C code, compared); with the `fuzzgen` feature,
@@ -48,6 +50,7 @@ mod account;
 pub mod demo;
 pub mod explain;
 pub mod explanation;
+pub mod explore;
 pub mod export;
 #[cfg(feature = "fuzzgen")]
 pub mod fuzz;

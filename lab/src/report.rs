@@ -77,6 +77,24 @@ pub struct SampleResult {
     pub walk: Option<Walk>,
     /// The verdict.
     pub verdict: Verdict,
+    /// Where the sample sits in the kernel's event log, for explorers:
+    /// not in the JSON, which has the sample's own fields.
+    #[serde(skip)]
+    pub at: SampleAt,
+}
+
+/// Where a sample sits in the kernel's event log: its task, the NMI's
+/// time, its cookie and the walk that produced its deferred stack.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SampleAt {
+    /// The sampled task (the model's tid).
+    pub tid: u32,
+    /// Virtual time of the NMI.
+    pub time: u64,
+    /// The cookie of a deferred sample.
+    pub cookie: Option<u64>,
+    /// The `seq` of the `unwind` event whose trace was delivered, if any.
+    pub unwind: Option<u64>,
 }
 
 /// How the kernel's walk went: what found each frame, and why it ended.

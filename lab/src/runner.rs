@@ -131,7 +131,7 @@ pub(crate) fn run_for_extra_stacks(
     perf: bool,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<(Report, Vec<Result<ExtraStacks, String>>), RunError> {
-    let run = execute(scenario, progress, false, extra)?;
+    let run = execute(scenario, progress, false, extra, false)?;
     let (report, stacks) = report(run, false, extra.len(), perf);
     let stacks = stacks
         .into_iter()
@@ -178,7 +178,7 @@ pub fn run_judged_as_it_goes(
     chunk: usize,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<JudgedAsItWent, RunError> {
-    let mut run = prepare(scenario, false, extra)?;
+    let mut run = prepare(scenario, false, extra, false)?;
     let mut judge = crate::stream::Judge::new(&run, extra, chunk).map_err(RunError::Scenario)?;
     run.main_loop_reading(progress, &mut |run| judge.after_step(run))?;
     if let Some(failure) = run.k.backend_failure() {
@@ -205,8 +205,19 @@ fn new_kernel(scenario: &Scenario, opts: KernelOptions) -> Result<Kernel, RunErr
 
 /// `full`: the log and the in-NMI probe too (see [`run_for_verdicts`]).
 fn run_inner(scenario: &Scenario, progress: &mut dyn FnMut(Progress), full: bool) -> Result<Report, RunError> {
-    let run = execute(scenario, progress, full, &[])?;
+    let run = execute(scenario, progress, full, &[], false)?;
     Ok(report(run, full, 0, full).0)
+}
+
+/// [`run_with_progress`], recording the kernel's state at every event for
+/// an explorer ([`crate::explore`]).
+pub fn run_explored(
+    scenario: &Scenario,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<crate::explore::Explored, RunError> {
+    let mut run = execute(scenario, progress, true, &[], true)?;
+    let changes = run.k.take_state_changes();
+    Ok(crate::explore::Explored { report: report(run, true, 0, true).0, changes })
 }
 
 /// Runs `scenario` to the end (`full`: see [`run_inner`]; `extra`: see
@@ -216,8 +227,9 @@ fn execute<'s>(
     progress: &mut dyn FnMut(Progress),
     full: bool,
     extra: &[Vec<Method>],
+    states: bool,
 ) -> Result<Run<'s>, RunError> {
-    let mut run = prepare(scenario, full, extra)?;
+    let mut run = prepare(scenario, full, extra, states)?;
     run.main_loop(progress)?;
     if let Some(failure) = run.k.backend_failure() {
         return Err(RunError::Scenario(failure));
@@ -226,8 +238,9 @@ fn execute<'s>(
 }
 
 /// A run of `scenario` ready to start: the kernel configured, the guests
-/// set up (`full`, `extra`: see [`execute`]).
-fn prepare<'s>(scenario: &'s Scenario, full: bool, extra: &[Vec<Method>]) -> Result<Run<'s>, RunError> {
+/// set up (`full`, `extra`: see [`execute`]; `states`: the kernel records
+/// its state at every event, from before the first task).
+fn prepare<'s>(scenario: &'s Scenario, full: bool, extra: &[Vec<Method>], states: bool) -> Result<Run<'s>, RunError> {
     // Scenarios built in code (validate, demo) get the parser's checks too:
     // everything below relies on them.
     scenario.validate(&format!("scenario {}", scenario.name)).map_err(|e| RunError::Scenario(e.to_string()))?;
@@ -237,6 +250,7 @@ fn prepare<'s>(scenario: &'s Scenario, full: bool, extra: &[Vec<Method>]) -> Res
     let event_log = if full { EventLog::All } else { EventLog::Judging };
     let mut k = new_kernel(scenario, KernelOptions { probe_nmi_walk: full, extra_unwinders, event_log, ..opts })?;
     k.set_checks(true);
+    k.record_states(states);
     let mut guests = Vec::new();
     for g in &scenario.guests {
         guests.push(crate::guest::set_up(g, scenario, &mut k)?);

@@ -251,6 +251,23 @@ impl<'a> Names<'a> {
             .find(|o| (o.span.0..o.span.1).contains(&pc))
     }
 
+    /// The objects the process had mapped at this moment, by address:
+    /// (file name, first address, address past the end).
+    pub fn objects(&self) -> Vec<(&'a str, u64, u64)> {
+        let (Some(symbols), Some(Moment { pid, position })) = (self.symbols, self.moment) else { return Vec::new() };
+        let mut out: Vec<(&'a str, u64, u64)> = symbols
+            .processes
+            .get(&pid)
+            .into_iter()
+            .flatten()
+            .filter(|s| (s.from..s.to).contains(&position))
+            .map(|s| &symbols.objects[s.object])
+            .map(|o| (o.file.as_str(), o.span.0, o.span.1))
+            .collect();
+        out.sort_by_key(|o| (o.1, o.2));
+        out
+    }
+
     /// `pc` named with `function`'s form of a symbol: `[OBJECT!]function…`,
     /// `OBJECT+0xlink` for an address its object has no function at, else hex.
     fn named(&self, pc: u64, function: impl Fn(&str, u64) -> String) -> String {

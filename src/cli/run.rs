@@ -33,6 +33,11 @@ pub(crate) struct RunArgs {
     /// Write a self-contained HTML report.
     #[arg(long, value_name = "FILE")]
     html: Option<String>,
+    /// Write the explorer: one self-contained HTML page that steps through
+    /// the run event by event (keyboard ←/→), with the kernel's state after
+    /// each event, the user stack of the sample at hand and a tour.
+    #[arg(long, value_name = "FILE")]
+    explore: Option<String>,
     /// Write a Firefox Profiler profile (profiler.firefox.com).
     #[arg(long, value_name = "FILE")]
     firefox: Option<String>,
@@ -164,13 +169,26 @@ pub(crate) fn run(args: &RunArgs) -> i32 {
         eprintln!("unwindlab: --perf-data: {name} has no perf tracer, so there is no perf.data to write");
         return EXIT_USAGE;
     }
-    let report = match with_progress(|p| lab::run_with_progress(&scenario, p)) {
+    let ran = match &args.explore {
+        Some(_) => with_progress(|p| lab::runner::run_explored(&scenario, p)).map(|x| {
+            let page = lab::explore::page(&x, &lab::demo::tour(&x.report));
+            (x.report, Some(page))
+        }),
+        None => with_progress(|p| lab::run_with_progress(&scenario, p)).map(|r| (r, None)),
+    };
+    let (report, explorer) = match ran {
         Ok(r) => r,
         Err(e) => {
             eprintln!("unwindlab: {name}: {e}");
             return EXIT_INVALID;
         }
     };
+    if let (Some(path), Some(page)) = (&args.explore, explorer) {
+        if let Err(e) = std::fs::write(path, page) {
+            eprintln!("unwindlab: {path}: {e}");
+            return EXIT_USAGE;
+        }
+    }
     if let Some(path) = &args.log {
         if let Err(e) = std::fs::write(path, report.log_text()) {
             eprintln!("unwindlab: {path}: {e}");
@@ -344,6 +362,10 @@ pub(crate) struct DemoArgs {
     /// Wait for Enter between steps (only on a terminal).
     #[arg(long)]
     step: bool,
+    /// Also write the explorer of the demo's main run, with the narration
+    /// as its tour (press t).
+    #[arg(long, value_name = "FILE")]
+    explore: Option<String>,
     #[command(flatten)]
     kernel: KernelArgs,
 }
@@ -351,7 +373,16 @@ pub(crate) struct DemoArgs {
 pub(crate) fn run_demo(args: &DemoArgs) -> i32 {
     use std::io::IsTerminal as _;
     let guests = Path::new(env!("CARGO_MANIFEST_DIR")).join("guests/bin");
-    let steps = match lab::demo::demo_on(args.arch, &guests, &args.kernel.choice()) {
+    let choice = args.kernel.choice();
+    let made = match &args.explore {
+        Some(path) => lab::demo::demo_explored(args.arch, &guests, &choice).and_then(|(steps, x)| {
+            std::fs::write(path, lab::explore::page(&x, &steps))
+                .map_err(|e| lab::report::RunError::Scenario(format!("{path}: {e}")))?;
+            Ok(steps.into_iter().map(|s| s.text).collect())
+        }),
+        None => lab::demo::demo_on(args.arch, &guests, &choice),
+    };
+    let steps: Vec<String> = match made {
         Ok(steps) => steps,
         Err(e) => {
             eprintln!("unwindlab: demo: {e}");
