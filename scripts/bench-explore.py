@@ -47,7 +47,7 @@ def page(binary, tmp, period):
     subprocess.run([binary, "run", path, "--explore", html], check=True, env=ENV,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     text = open(html).read()
-    data = json.loads(text[text.index('id="data">') + 10:text.index("</script>")].replace("<\\/", "</"))
+    data = json.loads(text[text.index('id="data">') + 10:text.index("</script>")])
     return html, len(data["ev"])
 
 

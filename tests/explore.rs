@@ -23,6 +23,9 @@ fn explored(scenario: &Scenario, dir: &Path, name: &str) -> (lab::explore::Explo
         !html.contains("src=") && !html.contains("href=") && !html.contains("<link") && !html.contains("http"),
         "{name}: the page is self-contained"
     );
+    let script = &html[html.find("id=\"data\">").expect("the data element")..];
+    let data = &script[..script.find("</script>").expect("its end")];
+    assert!(!data[1..].contains('<'), "{name}: no `<` in the data element");
     let seqs: Vec<u64> = x.changes.iter().map(|c| c.seq).collect();
     let events: Vec<u64> = x.report.kernel_events.iter().map(|e| e.seq).collect();
     assert_eq!(seqs, events, "{name}: every event has its state change");

@@ -110,8 +110,10 @@ pub fn page(x: &Explored, tour: &[Step]) -> String {
     let data = data(x, tour);
     let r = &x.report;
     let title = esc(&r.scenario.name);
-    // `</` cannot end the script element from inside a JSON string.
-    let json = data.to_string().replace("</", "<\\/");
+    // No `<` in the script element at all (a symbol name may hold
+    // `</script>` or `<!--`): in JSON it can only be inside a string,
+    // where `\u003c` means the same.
+    let json = data.to_string().replace('<', "\\u003c");
     format!(
         "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>unwindlab explorer: {title}</title>\
          <style>{}{STYLE}</style></head><body>\
