@@ -44,6 +44,7 @@ fn action_kind(a: &Action) -> &'static str {
         Action::Register { .. } => "register",
         Action::Signal { .. } => "signal",
         Action::SlowSyscall { .. } => "slow_syscall",
+        Action::AtPoint { .. } => "at_point",
     }
 }
 

@@ -96,7 +96,10 @@ fn check_scenario(file: &Path, perf_dir: &Path) -> Checked {
     let report = lab::run(&scenario).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
     let oracle = (!report.perf.sessions.is_empty())
         .then(|| (scenario.machine.arch.to_string(), perf_oracle::check(&report, perf_dir)));
-    assert!(report.violations.is_empty(), "{}:\n{}", file.display(), report.violations.join("\n"));
+    // Only a scenario that shows a window of upstream's own code breaks
+    // invariants, the ones it names (checked with its expectations).
+    let shown = scenario.expect.as_ref().is_some_and(|x| x.violations.is_some());
+    assert!(shown || report.violations.is_empty(), "{}:\n{}", file.display(), report.violations.join("\n"));
     assert!(report.expectation_failures.is_empty(), "{}: {:?}", file.display(), report.expectation_failures);
     // Every stack that is not exact has a named cause and a reason in the
     // JSON report (issue 27): its groups count them all.
@@ -161,6 +164,32 @@ fn broken_scenarios_fail_with_a_clear_message_and_status_2() {
             r#"{"name":"bad","machine":{"arch":"x86_64"},"guests":[{"name":"g","path":"no/such/program"}]}"#
                 .to_string(),
             "guests[0].path",
+        ),
+        (
+            "unknown-point",
+            base(r#","events":[{"at":5,"action":"at_point","task":"g","point":"nowhere","strike":"nmi"}]"#),
+            "events[0].point",
+        ),
+        (
+            "point-without-site-on-kernel-c",
+            base(
+                r#","kernel":{"impl":"kernel-c"},"events":[{"at":5,"action":"at_point","task":"g","point":"request_start","strike":"nmi"}]"#,
+            ),
+            "events[0].point",
+        ),
+        (
+            "at-point-cancel-of-nobody",
+            base(
+                r#","events":[{"at":5,"action":"at_point","task":"g","point":"request_start","strike":{"cancel":"x"}}]"#,
+            ),
+            "events[0].strike.cancel",
+        ),
+        (
+            "at-point-nmi-with-an-in-nmi-perf",
+            base(
+                r#","tracers":[{"kind":"perf","name":"p","period":9,"user_stack":{"mode":"fp_in_nmi"}}],"events":[{"at":5,"action":"at_point","task":"g","point":"request_start","strike":"nmi"}]"#,
+            ),
+            "events[0].strike",
         ),
         ("not-json", "{ this is not json".to_string(), "at "),
     ];

@@ -144,6 +144,7 @@ impl Kernel {
         }
         let notify =
             if in_nmi && self.opts.version == KernelVersion::V6_19 { Notify::NmiCurrent } else { Notify::Resume };
+        self.point(cpu, Point::RequestBeforeBitRead);
         let bit = self.works[work.0].bit;
         // 0: the init failed or has not returned yet; no tracer requests
         // with such a work (upstream would take BIT(0), PENDING, for its

@@ -174,6 +174,20 @@ impl Kernel {
         }
     }
 
+    /// An NMI on `cpu` that strikes the kernel's code at an interleaving
+    /// point (a host injects it from its [`Interleaver`]): the task there
+    /// is in the kernel, so the handlers get no user registers, and they
+    /// read no user memory ([`NoUserMemory`]: right for a deferred tracer,
+    /// which reads none in the NMI; an in-NMI walker would get nothing).
+    /// No in-NMI walk is probed.
+    ///
+    /// [`Interleaver`]: crate::kernel::Interleaver
+    /// [`NoUserMemory`]: crate::memory::NoUserMemory
+    pub fn nmi_at_point(&mut self, cpu: usize) {
+        let mem = crate::memory::NoUserMemory;
+        self.nmi_with(cpu, None, &mem, |k| k.tracers_on_nmi(cpu, &mem));
+    }
+
     fn nmi_with(
         &mut self,
         cpu: usize,

@@ -13,7 +13,11 @@ use serde::Serialize;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Point {
-    /// Request: checks passed, before `get_cookie()`.
+    /// Request: the task and context checks passed, before `work->bit` is
+    /// read (`READ_ONCE(work->bit)`): a cancel that completes here leaves
+    /// the request `bit` -1.
+    RequestBeforeBitRead,
+    /// Request: `work->bit` read, before `get_cookie()`.
     RequestStart,
     /// `get_cookie()`: counter computed, before the cmpxchg of `id.cnt`.
     CookieBeforeCmpxchg,
@@ -58,7 +62,8 @@ pub enum Point {
 
 impl Point {
     /// Every point, in code order.
-    pub const ALL: [Point; 17] = [
+    pub const ALL: [Point; 18] = [
+        Point::RequestBeforeBitRead,
         Point::RequestStart,
         Point::CookieBeforeCmpxchg,
         Point::RequestAfterCookie,
@@ -77,4 +82,46 @@ impl Point {
         Point::ExitBeforePerfExit,
         Point::ExitBeforeExitMm,
     ];
+
+    /// The point's name, as scenario files spell it (`reset_after_cmpxchg`);
+    /// none for a primitive of the kernel's own code.
+    pub fn name(&self) -> Option<String> {
+        match self {
+            Point::Upstream(_) => None,
+            p => serde_json::to_value(p).ok().and_then(|v| v.as_str().map(str::to_string)),
+        }
+    }
+
+    /// The point named `name` ([`Point::name`]).
+    pub fn named(name: &str) -> Option<Point> {
+        Point::ALL.into_iter().find(|p| p.name().as_deref() == Some(name))
+    }
+
+    /// Where the kernel's own code is at this moment, for the points it has
+    /// a primitive at: (function, primitive) of its [`Site`]. A point of
+    /// the model with none (a plain store in C, a step the C does not
+    /// split) cannot be reached on the upstream backend.
+    ///
+    /// [`Site`]: crate::backend::Site
+    pub fn upstream_site(&self) -> Option<(&'static str, &'static str)> {
+        Some(match self {
+            Point::RequestBeforeBitRead => ("unwind_deferred_request", "READ_ONCE"),
+            Point::RequestBeforeFetchOr => ("unwind_deferred_request", "atomic_long_fetch_or"),
+            Point::HandlerBeforeFetchAndnot => ("process_unwind_deferred", "atomic_long_fetch_andnot"),
+            Point::HandlerAfterFetchAndnot => ("process_unwind_deferred", "after atomic_long_fetch_andnot"),
+            Point::ResetBeforeCmpxchg => ("unwind_reset_info", "atomic_long_try_cmpxchg"),
+            Point::ResetAfterCmpxchg => ("unwind_reset_info", "after atomic_long_try_cmpxchg"),
+            _ => return None,
+        })
+    }
+
+    /// Whether this point, reached on either backend, is the moment `named`
+    /// stands for: the model's point itself, or its primitive in the
+    /// kernel's code ([`Point::upstream_site`]).
+    pub fn is(&self, named: Point) -> bool {
+        match self {
+            Point::Upstream(site) => named.upstream_site() == Some((site.func, site.op)),
+            p => *p == named,
+        }
+    }
 }

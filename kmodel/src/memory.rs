@@ -88,6 +88,19 @@ pub trait UserMemory {
 /// model's own, without changing residency or fault counts.
 pub struct Untracked<'m>(pub &'m dyn UserMemory);
 
+/// User memory of which nothing can be read: what an NMI that strikes
+/// the kernel's own code sees of a task's user memory in the lab (its
+/// handlers run without the emulator's memory at hand; a deferred tracer
+/// reads none in the NMI).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoUserMemory;
+
+impl UserMemory for NoUserMemory {
+    fn read(&self, addr: u64, _buf: &mut [u8], _access: Access) -> Result<(), MemError> {
+        Err(MemError::WouldFault { addr })
+    }
+}
+
 impl UserMemory for Untracked<'_> {
     fn read(&self, addr: u64, buf: &mut [u8], access: Access) -> Result<(), MemError> {
         match access {

@@ -270,7 +270,10 @@ impl Kernel {
         let cpu = self.task(tid).cpu;
         self.on_backend(cpu, Some(tid), None, |b, host| b.reset_info(host, tid, cpu));
         let after = &self.task(tid).info;
-        if after.mask == 0 && after.id.is_none() {
+        // The code cleared the cookie: it reset, even if an NMI in its
+        // window (after the cmpxchg, before the store to `id`) has set the
+        // mask again.
+        if after.id.is_none() && (after.mask == 0 || !cookie.is_none()) {
             self.log(cpu, Some(tid), EventKind::Reset { cookie });
             self.ledger_close(tid, cookie, "return to user");
         } else if after.mask & UNWIND_PENDING != 0 {

@@ -131,6 +131,22 @@ fn renamed(buffers: &[Vec<PerfRecord>], s: &StitchedSample) -> Option<kmodel::ty
     })
 }
 
+/// Whether a deferred record of `s`'s task came with cookie 0: what
+/// `unwind_reset_info()`'s window leaves (an NMI between its cmpxchg and
+/// its clearing of `id` got the old cookie; the callback then gets 0).
+fn zero_cookie(buffers: &[Vec<PerfRecord>], s: &StitchedSample) -> bool {
+    s.cookie.is_some()
+        && buffers
+            .iter()
+            .flatten()
+            .any(|r| matches!(r, PerfRecord::Deferred { tid, cookie, .. } if *tid == s.tid && cookie.is_none()))
+}
+
+/// Why a deferred sample of `s` got no stack although its task went on:
+/// its record went to another thread ID, or came with cookie 0.
+pub(crate) const RESET_WINDOW: &str = "its task's deferred record came with cookie 0 (the window in \
+     unwind_reset_info() between its cmpxchg and its clearing of the cookie: the request got the old cookie)";
+
 /// What judging needs of a finished run (or of a stretch of it) that no
 /// unwinder changes, made once however many unwinders are judged: each
 /// perf session's records stitched into samples, and the walk behind each
@@ -388,6 +404,7 @@ fn verdict(
                     s.tid
                 ),
             },
+            None if zero_cookie(buffers, s) => Verdict::Lost { why: RESET_WINDOW.into() },
             None => Verdict::Lost { why: lost_reason(guest, cancelled, false) },
         },
     }
@@ -436,8 +453,20 @@ pub(crate) fn expectations(r: &Report) -> Vec<String> {
             }
         }
     }
-    if x.no_violations.unwrap_or(true) && s.violations > 0 {
-        failures.push(format!("{} invariant violation(s)", s.violations));
+    match &x.violations {
+        Some(want) => {
+            // "invariant NAME violated: …"
+            let got: std::collections::BTreeSet<&str> =
+                r.violations.iter().filter_map(|v| v.strip_prefix("invariant ")?.split(' ').next()).collect();
+            let want: std::collections::BTreeSet<&str> = want.iter().map(String::as_str).collect();
+            if got != want {
+                failures.push(format!("expected the invariants {want:?} violated, got {got:?}"));
+            }
+        }
+        None if x.no_violations.unwrap_or(true) && s.violations > 0 => {
+            failures.push(format!("{} invariant violation(s)", s.violations));
+        }
+        None => {}
     }
     failures
 }

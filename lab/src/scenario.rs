@@ -265,6 +265,35 @@ pub enum Action {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         before_sleep: bool,
     },
+    /// From this time on, the first time the task's CPU reaches `point` of
+    /// the deferred-unwind code while it runs the task, `strike` happens
+    /// there: the windows of upstream's code that only an exact placement
+    /// reaches (`unwind_reset_info()` between its cmpxchg and its clearing
+    /// of the cookie; a cancel just before a request reads `work->bit`).
+    /// Once.
+    AtPoint {
+        /// Guest.
+        task: String,
+        /// The point: a name of `kmodel::interleave::Point`
+        /// (`reset_after_cmpxchg`, `request_before_bit_read`, …). On the
+        /// kernel's own code (`kernel.impl` `kernel-c`) only the points it
+        /// has a primitive at are reached (`Point::upstream_site`).
+        point: String,
+        /// What happens there.
+        strike: Strike,
+    },
+}
+
+/// What happens at a point of the kernel's code ([`Action::AtPoint`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Strike {
+    /// perf's sampling NMI (every sampling tracer's handler), from kernel
+    /// mode: the sample is judged against the task's user stack there.
+    Nmi,
+    /// `unwind_deferred_cancel()` of this tracer's work, as if run on
+    /// another CPU at that moment (the grace period as usual).
+    Cancel(String),
 }
 
 /// Pages to evict.
@@ -291,8 +320,14 @@ pub struct Expect {
     pub lost: Option<u64>,
     /// Guest exit statuses by name.
     pub exit: Option<std::collections::BTreeMap<String, i32>>,
-    /// No invariant violations (default true when `expect` is given).
+    /// No invariant violations (default true when `expect` is given and
+    /// `violations` is not).
     pub no_violations: Option<bool>,
+    /// The invariants the run breaks, by name (`B2`, `UB`, …): exactly
+    /// these and no other, each at least once. For scenarios that show a
+    /// window of upstream's own code.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub violations: Option<Vec<String>>,
 }
 
 /// Most ftrace instances one tracer entry may ask for: far more than the

@@ -193,6 +193,44 @@ impl Scenario {
                 Action::Evict { task, .. } | Action::SlowSyscall { task, .. } | Action::Signal { task, .. } => {
                     Some(task)
                 }
+                Action::AtPoint { task, point, strike } => {
+                    let Some(named) = kmodel::interleave::Point::named(point) else {
+                        let names: Vec<String> =
+                            kmodel::interleave::Point::ALL.iter().filter_map(|p| p.name()).collect();
+                        return bad(
+                            format!("events[{i}].point"),
+                            format!("no point named {point:?} (the points: {})", names.join(", ")),
+                        );
+                    };
+                    if self.kernel.implementation == crate::scenario::KernelImpl::KernelC
+                        && named.upstream_site().is_none()
+                    {
+                        return bad(
+                            format!("events[{i}].point"),
+                            format!("{point}: the kernel's own code has no primitive there (kernel.impl kernel-c)"),
+                        );
+                    }
+                    match strike {
+                        crate::scenario::Strike::Cancel(tracer) if !tracers.contains(&tracer.as_str()) => {
+                            return bad(format!("events[{i}].strike.cancel"), format!("no tracer named {tracer:?}"));
+                        }
+                        crate::scenario::Strike::Nmi
+                            if self.tracers.iter().any(|t| {
+                                matches!(t, Tracer::Perf { user_stack, .. }
+                                    if *user_stack != kmodel::tracer::UserStackMode::Deferred)
+                            }) =>
+                        {
+                            return bad(
+                                format!("events[{i}].strike"),
+                                "an NMI at a point of the kernel's code reads no user memory: every perf tracer \
+                                 must take its user stacks deferred"
+                                    .into(),
+                            );
+                        }
+                        _ => {}
+                    }
+                    Some(task)
+                }
                 Action::Cancel { tracer } => {
                     if !tracers.contains(&tracer.as_str()) {
                         return bad(format!("events[{i}].tracer"), format!("no tracer named {tracer:?}"));

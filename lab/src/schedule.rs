@@ -4,11 +4,14 @@
 //! scenario's timed events strike at their virtual time. What happens at a
 //! system call is `schedule_syscall.rs`.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::rc::Rc;
 
 use emu::{Exit, ProcessEvent, RunLimit, Stop};
 use kmodel::arch::UserRegs;
 use kmodel::event::EntryReason;
+use kmodel::interleave::Point;
 use kmodel::kernel::Kernel;
 use kmodel::tracer::{PerfScope, UserStackMode};
 use kmodel::types::WorkId;
@@ -16,8 +19,29 @@ use kmodel::types::WorkId;
 use crate::guest::GuestRun;
 use crate::judge::SampleInfo;
 use crate::report::{Progress, RunError};
-use crate::scenario::{Action, EvictWhat, Scenario, Tracer};
+use crate::scenario::{Action, EvictWhat, Scenario, Strike, Tracer};
 use crate::symbolise::{GuestSymbols, SymbolCache};
+
+/// What an [`Action::AtPoint`] did when the task reached its point.
+#[derive(Debug)]
+enum Struck {
+    /// The sampling NMI struck: the sample number it took (if a tracer
+    /// sampled), where the log was, its CPU and the guest.
+    Nmi {
+        /// The sample's number, before the NMI.
+        seq: u64,
+        /// The number of kernel events logged before it.
+        at: usize,
+        /// Its CPU.
+        cpu: usize,
+        /// The guest.
+        g: usize,
+        /// The task it struck.
+        task: kmodel::types::Tid,
+    },
+    /// The tracer's cancel ran.
+    Cancel(String),
+}
 
 /// A scenario being run.
 pub(crate) struct Run<'s> {
@@ -47,6 +71,9 @@ pub(crate) struct Run<'s> {
     in_kernel: u64,
     /// Index of the next timed event.
     next_event: usize,
+    /// What the armed [`Action::AtPoint`] did, written from inside the
+    /// kernel (its interleaver), read by the run before the guest runs on.
+    struck: Rc<RefCell<Vec<Struck>>>,
 }
 
 impl<'s> Run<'s> {
@@ -66,6 +93,7 @@ impl<'s> Run<'s> {
             cancelled_works: BTreeMap::new(),
             in_kernel: 0,
             next_event: 0,
+            struck: Rc::default(),
         };
         for t in &scenario.tracers {
             run.register(t);
@@ -165,6 +193,10 @@ impl<'s> Run<'s> {
                     }
                 }
                 Action::Register { tracer } => self.register(tracer),
+                Action::AtPoint { task, point, strike } => {
+                    let g = find(task)?;
+                    self.arm(g, point, strike)?;
+                }
                 Action::Signal { task, signal } => {
                     let g = find(task)?;
                     let guest = &mut self.guests[g];
@@ -196,6 +228,7 @@ impl<'s> Run<'s> {
             if let Some(failure) = self.k.backend_failure() {
                 return Err(RunError::Scenario(failure));
             }
+            self.take_struck()?;
             self.apply_events()?;
             let global = self.now();
             if global >= stop_after {
@@ -239,7 +272,8 @@ impl<'s> Run<'s> {
             }
             read(self);
         }
-        Ok(())
+        // A point struck in the last step (an exit's) is read now.
+        self.take_struck()
     }
 
     /// Each guest's symboliser: the objects its processes had mapped, from
@@ -266,6 +300,18 @@ impl<'s> Run<'s> {
     /// (that thread's) first, then the model.
     fn sample(&mut self, g: usize, in_user: bool) -> Result<(), RunError> {
         let regs = self.user_regs(g)?;
+        let (seq, at) = (self.k.tracers().samples, self.k.events().len());
+        let cpu = self.take_truth(g, seq, at)?;
+        let mem = self.guests[g].emu.user_memory();
+        self.k.nmi(cpu, in_user.then_some(regs), &mem);
+        Ok(())
+    }
+
+    /// Records the ground truth of sample `seq` of guest `g`'s running
+    /// thread (its log line before the kernel event of index `at`); the
+    /// CPU it runs on.
+    fn take_truth(&mut self, g: usize, seq: u64, at: usize) -> Result<usize, RunError> {
+        let regs = self.user_regs(g)?;
         let guest = &mut self.guests[g];
         // The truth (PC, then return addresses) and, for each return
         // address, the SP just after its call.
@@ -281,7 +327,6 @@ impl<'s> Run<'s> {
                 call_sps.push(sp);
             }
         }
-        let seq = self.k.tracers().samples;
         let task = guest.tid();
         let cpu = guest.cpu_of(task);
         let icount = guest.emu.icount();
@@ -303,13 +348,82 @@ impl<'s> Run<'s> {
         }
         let moment = crate::symbolise::Moment { pid: guest.emu.pid(), position: guest.emu.events().len() };
         let thread = crate::log::Thread { pid: guest.emu.pid(), tid: guest.emu.tid(), task };
-        let mem = guest.emu.user_memory();
         if self.keep_log {
-            self.extra
-                .push((self.k.events().len(), crate::log::sample_line(seq, &guest.name, cpu, icount, thread, &truth)));
+            self.extra.push((at, crate::log::sample_line(seq, &guest.name, cpu, icount, thread, &truth)));
         }
         self.samples.insert(seq, SampleInfo { guest: g, cpu, icount, truth, depth, call_sps, moment });
-        self.k.nmi(cpu, in_user.then_some(regs), &mem);
+        Ok(cpu)
+    }
+
+    /// Arms [`Action::AtPoint`] for guest `g`'s running thread: the kernel
+    /// calls its interleaver at every point; the first time the thread's
+    /// CPU reaches `point` while running it (for an NMI strike: not in an
+    /// NMI already), `strike` happens and the interleaver removes itself. An earlier `at_point`
+    /// not reached yet is replaced.
+    fn arm(&mut self, g: usize, point: &str, strike: &Strike) -> Result<(), RunError> {
+        let named = Point::named(point).ok_or_else(|| RunError::Scenario(format!("no point named {point:?}")))?;
+        let tid = self.guests[g].tid();
+        let struck = self.struck.clone();
+        let cancel = match strike {
+            Strike::Nmi => None,
+            Strike::Cancel(tracer) => Some((tracer.clone(), self.tracer_works.get(tracer).copied())),
+        };
+        self.k.set_interleaver(Some(Box::new(move |k: &mut Kernel, cpu: usize, p: Point| {
+            // An NMI does not nest in an NMI; a cancel (another CPU's)
+            // may strike an NMI's request.
+            if !p.is(named) || k.current(cpu) != Some(tid) || (cancel.is_none() && k.in_nmi(cpu)) {
+                return;
+            }
+            match &cancel {
+                None => {
+                    let (seq, at) = (k.tracers().samples, k.events().len());
+                    k.nmi_at_point(cpu);
+                    struck.borrow_mut().push(Struck::Nmi { seq, at, cpu, g, task: tid });
+                }
+                Some((tracer, work)) => {
+                    if let Some(work) = work {
+                        k.unwind_deferred_cancel(*work);
+                    }
+                    struck.borrow_mut().push(Struck::Cancel(tracer.clone()));
+                }
+            }
+            k.set_interleaver(None);
+        })));
+        Ok(())
+    }
+
+    /// What an armed point did since the last call: the NMI's sample gets
+    /// its ground truth (the guest has not run since: its thread is still
+    /// where the kernel entry left it), the cancel is counted as the
+    /// scenario's own cancels are.
+    fn take_struck(&mut self) -> Result<(), RunError> {
+        let struck = std::mem::take(&mut *self.struck.borrow_mut());
+        for s in struck {
+            match s {
+                Struck::Nmi { seq, at, cpu, g, task } => {
+                    // No tracer sampled: nothing to judge.
+                    if self.k.tracers().samples == seq {
+                        continue;
+                    }
+                    let guest = &self.guests[g];
+                    if guest.tid() != task || guest.cpu_of(task) != cpu {
+                        return Err(RunError::guest(
+                            &self.guests[g].name,
+                            "at_point: another thread runs where the NMI struck; its truth cannot be read",
+                        ));
+                    }
+                    self.take_truth(g, seq, at)?;
+                }
+                Struck::Cancel(tracer) => {
+                    if let Some(&work) = self.tracer_works.get(&tracer) {
+                        self.cancelled_works.entry(work).or_insert_with(|| tracer.clone());
+                    }
+                    if !self.cancelled.contains(&tracer) {
+                        self.cancelled.push(tracer);
+                    }
+                }
+            }
+        }
         Ok(())
     }
 

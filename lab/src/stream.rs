@@ -66,7 +66,8 @@ pub(crate) struct Judge {
     /// Stitched samples without a stack, judged at the end.
     lost: Vec<StitchedSample>,
     /// Deferred records under another thread ID than a waiting or lost
-    /// sample with their cookie: what `judge::renamed` looks for.
+    /// sample with their cookie, or of its thread with cookie 0: what
+    /// `judge::renamed` and `judge::zero_cookie` look for.
     renames: Vec<PerfRecord>,
     /// Per unwinder (the model's own first), its verdicts so far, or why
     /// they cannot stand.
@@ -127,8 +128,14 @@ impl Judge {
         let mut done = Vec::new();
         for (cpu, record) in read_order(&buffers) {
             if let PerfRecord::Deferred { tid, cookie, .. } = record {
+                // Records of another thread ID, or with cookie 0 (the
+                // reset window), that a waiting sample's verdict reads.
                 let mut waiting = self.stitcher.queued().iter().chain(&self.lost);
-                if waiting.any(|s| s.cookie == Some(*cookie) && s.tid != *tid) {
+                let reads = |s: &kmodel::tracer::StitchedSample| {
+                    s.cookie.is_some()
+                        && ((s.cookie == Some(*cookie) && s.tid != *tid) || (s.tid == *tid && cookie.is_none()))
+                };
+                if waiting.any(reads) {
                     self.renames.push(record.clone());
                 }
             }
