@@ -248,7 +248,8 @@
     }
     stackPanel.append(table);
     stackPanel.append(el('p', {}, s.got !== null ? 'The walk stopped: ' + (s.stop || 'in the NMI') + '.'
-      : 'No stack reached the tracer.'));
+      : s.cookie_frame ? 'No stack reached the tracer: perf script shows the cookie as its user frame, '
+        + s.cookie_frame + '.' : 'No stack reached the tracer.'));
   }
 
   // The tour: the narration's steps, each at its event.

@@ -297,6 +297,7 @@ fn sample_json(r: &Report, s: &SampleResult, at: [Option<usize>; 3], sframe_firs
         "cookie": s.at.cookie.map(|c| format!("{c:#x}")),
         "truth": t.stack(&truth), "got": got,
         "stop": s.walk.as_ref().map(|w| w.stop.to_string()),
+        "cookie_frame": s.cookie_frame(),
     })
 }
 

@@ -172,13 +172,16 @@ pub fn chrome_trace(report: &Report) -> Value {
 }
 
 /// Sampled user stacks aggregated: (frames outermost first, count), with
-/// the guest's name as the root and `[lost]` for lost stacks.
+/// the guest's name as the root, `[lost]` for lost stacks and, as perf's
+/// tool has it, the cookie for a deferred sample never stitched.
 pub fn stacks(report: &Report) -> BTreeMap<Vec<String>, u64> {
     let mut counts: BTreeMap<Vec<String>, u64> = BTreeMap::new();
     for s in &report.samples {
         let names = report.names(s);
         let mut frames: Vec<String> = vec![s.guest.clone()];
         match (&s.verdict, &s.delivered) {
+            // perf's tool shows the cookie where the stack never came.
+            _ if s.cookie_frame().is_some() => frames.extend(s.cookie_frame()),
             (Verdict::Lost { .. }, _) | (_, None) => frames.push("[lost]".into()),
             (_, Some(ips)) => frames.extend(ips.iter().rev().map(|&pc| names.function(pc))),
         }
@@ -232,7 +235,10 @@ pub fn firefox(report: &Report) -> Value {
         let Some(thread) = threads.get(&s.guest) else { continue };
         let names = report.names(s);
         let mut labels: Vec<(String, fxprof_processed_profile::CategoryHandle)> = match (&s.verdict, &s.delivered) {
-            (Verdict::Lost { why }, _) => vec![(format!("[lost: {why}]"), lost)],
+            (Verdict::Lost { why }, _) => match s.cookie_frame() {
+                Some(cookie) => vec![(format!("{cookie} never stitched ({why})"), lost)],
+                None => vec![(format!("[lost: {why}]"), lost)],
+            },
             (_, None) => vec![("[lost]".to_string(), lost)],
             (_, Some(ips)) => ips.iter().rev().map(|&pc| (names.name(pc), user)).collect(),
         };

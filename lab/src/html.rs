@@ -270,7 +270,10 @@ fn samples(r: &Report, out: &mut String) {
             s.icount,
             s.verdict.kind(),
             list(&s.truth, true),
-            list(s.delivered.as_deref().unwrap_or(&[]), true)
+            s.cookie_frame().map_or_else(
+                || list(s.delivered.as_deref().unwrap_or(&[]), true),
+                |c| esc(&format!("{c} (never stitched)"))
+            )
         );
     }
     out.push_str("</table>");

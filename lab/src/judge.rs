@@ -310,6 +310,7 @@ pub(crate) fn judge_run(
                 0 => std::mem::take(&mut info.call_sps),
                 _ => info.call_sps.clone(),
             };
+            let delivered_none = s.user.is_none();
             samples.push(SampleResult {
                 sample: s.sample,
                 tracer: session.name.to_string(),
@@ -323,6 +324,8 @@ pub(crate) fn judge_run(
                 deferred_cpu: s.deferred_cpu,
                 walk: own.as_ref().map(OwnWalk::walk),
                 verdict,
+                never_stitched: (delivered_none && s.cookie.is_some())
+                    .then(|| format!("{:#x}", s.cookie.map_or(0, |c| c.id()))),
                 at: crate::report::SampleAt {
                     tid: s.tid,
                     time: s.time,

@@ -81,6 +81,21 @@ pub struct SampleResult {
     /// not in the JSON, which has the sample's own fields.
     #[serde(skip)]
     pub at: SampleAt,
+    /// A deferred sample never stitched: its cookie, which is what perf's
+    /// tool shows as its user stack (`perf script`: one frame, the cookie
+    /// as an address, `700000001 [unknown]`); [`SampleResult::cookie_frame`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub never_stitched: Option<String>,
+}
+
+impl SampleResult {
+    /// The user frame perf's tool shows for a deferred sample never
+    /// stitched (its cookie), as every view of a report shows it in place
+    /// of the stack that never came: `[cookie:0x700000001]` (one word, as
+    /// folded stacks need).
+    pub fn cookie_frame(&self) -> Option<String> {
+        self.never_stitched.as_ref().map(|c| format!("[cookie:{c}]"))
+    }
 }
 
 /// Where a sample sits in the kernel's event log: its task, the NMI's

@@ -127,7 +127,7 @@ fn session_records(report: &Report, s: usize, ids: &[u64]) -> Vec<Record> {
                     callchain,
                 }
             }
-            PerfRecord::Deferred { time, cpu: own, tid, tgid, cookie, ips } => {
+            PerfRecord::Deferred { time, cpu: own, tid, tgid, cookie, ips, .. } => {
                 assert_eq!(own, cpu, "a deferred record in the buffer of another CPU");
                 Record::CallchainDeferred {
                     id: SampleId { pid: *tgid, tid: *tid, time: *time, cpu: *cpu as u32, id: id(*cpu) },

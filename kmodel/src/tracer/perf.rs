@@ -41,7 +41,13 @@ impl Kernel {
 
     /// Writes `record`, about task `tid` (the model's id; the record
     /// carries the pid user space sees), to `session`'s buffer for `cpu`.
-    fn write_perf(&mut self, session: usize, cpu: usize, tid: Tid, record: PerfRecord) {
+    fn write_perf(&mut self, session: usize, cpu: usize, tid: Tid, mut record: PerfRecord) {
+        match &mut record {
+            PerfRecord::Sample { written, .. } | PerfRecord::Deferred { written, .. } => {
+                *written = self.tracers.records_written;
+            }
+        }
+        self.tracers.records_written += 1;
         let bytes = record.bytes();
         let kind = match &record {
             PerfRecord::Sample { .. } => "sample",
@@ -104,7 +110,7 @@ impl Kernel {
             // perf_event_tid(): the pid as it is now (a non-leader's exec
             // changes it, de_thread()).
             let (pid, tgid) = (self.task(tid).pid, self.task(tid).tgid);
-            let record = PerfRecord::Sample { time, cpu, tid: pid, tgid, ip, sample, kernel, user };
+            let record = PerfRecord::Sample { time, cpu, tid: pid, tgid, ip, sample, kernel, user, written: 0 };
             self.write_perf(s, cpu, tid, record);
         }
         // The BPF programs attached to the event run in its overflow handler.
@@ -182,7 +188,8 @@ impl Kernel {
             if receives {
                 let time = self.time;
                 let (pid, tgid) = (self.task(tid).pid, self.task(tid).tgid);
-                let record = PerfRecord::Deferred { time, cpu, tid: pid, tgid, cookie, ips: trace.to_vec() };
+                let record =
+                    PerfRecord::Deferred { time, cpu, tid: pid, tgid, cookie, ips: trace.to_vec(), written: 0 };
                 self.write_perf(s, cpu, tid, record);
             }
         }

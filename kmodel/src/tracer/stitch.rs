@@ -30,16 +30,21 @@ pub struct StitchedSample {
 }
 
 /// Every record of `buffers` (per CPU) with the CPU whose buffer held it,
-/// in the order the perf tool reads them back: by time, then CPU, then
-/// buffer order (`perf record` drains the buffers CPU by CPU; the tool's
-/// ordered events keep file order for equal times).
+/// in the order the perf tool reads them back: by time, and records of
+/// one time in the order they were written ([`PerfRecord::written`]),
+/// which is the order a real clock would have given them (the lab's
+/// clock gives an NMI's sample and its callback's record one timestamp;
+/// ordering those by CPU put a record before its sample after a
+/// migration to a lower-numbered CPU). The perf.data files are written
+/// in this order, and the tool's ordered events keep file order for
+/// equal times.
 pub fn read_order(buffers: &[Vec<PerfRecord>]) -> Vec<(usize, &PerfRecord)> {
-    let mut all: Vec<(u64, usize, usize, &PerfRecord)> = Vec::new();
+    let mut all: Vec<(u64, u64, usize, &PerfRecord)> = Vec::new();
     for (cpu, buffer) in buffers.iter().enumerate() {
-        all.extend(buffer.iter().enumerate().map(|(i, r)| (r.time(), cpu, i, r)));
+        all.extend(buffer.iter().map(|r| (r.time(), r.written(), cpu, r)));
     }
-    all.sort_by_key(|&(time, cpu, i, _)| (time, cpu, i));
-    all.into_iter().map(|(_, cpu, _, r)| (cpu, r)).collect()
+    all.sort_by_key(|&(time, written, ..)| (time, written));
+    all.into_iter().map(|(.., cpu, r)| (cpu, r)).collect()
 }
 
 /// Joins deferred callchains to their samples across all per-CPU buffers,
@@ -124,5 +129,36 @@ impl Stitcher {
     /// stack.
     pub fn finish(self) -> Vec<StitchedSample> {
         self.queue
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sample on CPU 1 and, written after it with the same timestamp,
+    /// its deferred record on CPU 0 (the task migrated down before its
+    /// return to user, no time passing): read sample first, stitched.
+    #[test]
+    fn a_record_of_the_samples_timestamp_on_a_lower_cpu_is_read_after_it() {
+        let cookie = Cookie { cpu: 2, cnt: 3, big_endian: false };
+        let sample = PerfRecord::Sample {
+            time: 7,
+            cpu: 1,
+            tid: 5,
+            tgid: 5,
+            ip: 0x1000,
+            sample: 0,
+            kernel: &[],
+            user: UserChain::Deferred { cookie },
+            written: 0,
+        };
+        let deferred = PerfRecord::Deferred { time: 7, cpu: 0, tid: 5, tgid: 5, cookie, ips: vec![0x1000], written: 1 };
+        let buffers = vec![vec![deferred], vec![sample]];
+        let order: Vec<u64> = read_order(&buffers).iter().map(|(_, r)| r.written()).collect();
+        assert_eq!(order, [0, 1]);
+        let stitched = stitch(&buffers);
+        assert_eq!(stitched[0].user.as_deref(), Some(&[0x1000][..]));
+        assert_eq!(stitched[0].deferred_cpu, Some(0));
     }
 }

@@ -93,6 +93,9 @@ pub enum PerfRecord {
         kernel: &'static [u64],
         /// User part.
         user: UserChain,
+        /// Records every session wrote before it ([`PerfRecord::written`]).
+        #[serde(skip)]
+        written: u64,
     },
     /// `PERF_RECORD_CALLCHAIN_DEFERRED`.
     Deferred {
@@ -108,6 +111,9 @@ pub enum PerfRecord {
         cookie: Cookie,
         /// The user IPs.
         ips: Vec<u64>,
+        /// Records every session wrote before it ([`PerfRecord::written`]).
+        #[serde(skip)]
+        written: u64,
     },
 }
 
@@ -116,6 +122,16 @@ impl PerfRecord {
     pub fn time(&self) -> u64 {
         match self {
             PerfRecord::Sample { time, .. } | PerfRecord::Deferred { time, .. } => *time,
+        }
+    }
+
+    /// Its place among all records written: what orders records of one
+    /// timestamp. The lab's clock is the guest's instruction count, so an
+    /// NMI's sample and the callback its self-IPI brings share a timestamp
+    /// where a real perf clock has moved on between them.
+    pub fn written(&self) -> u64 {
+        match self {
+            PerfRecord::Sample { written, .. } | PerfRecord::Deferred { written, .. } => *written,
         }
     }
 
@@ -256,6 +272,9 @@ pub struct Tracers {
     pub bpf: Vec<BpfProgram>,
     /// Samples taken so far.
     pub samples: u64,
+    /// Records written so far, by every perf session ([`PerfRecord::written`]).
+    #[serde(skip)]
+    pub records_written: u64,
     /// In-NMI reads of the baselines and fallbacks that would have faulted
     /// (the probe of every NMI counts in [`Stats::nmi_walk_would_fault`]).
     ///
