@@ -146,11 +146,18 @@ impl Kernel {
             if in_nmi && self.opts.version == KernelVersion::V6_19 { Notify::NmiCurrent } else { Notify::Resume };
         self.point(cpu, Point::RequestBeforeBitRead);
         let bit = self.works[work.0].bit;
-        // 0: the init failed or has not returned yet; no tracer requests
-        // with such a work (upstream would take BIT(0), PENDING, for its
-        // bit), so the model refuses it.
-        if bit == 0 || bit == 1 {
-            return (EINVAL, none);
+        // 0 or 1: the work's init failed (it zeroes the work) or has not
+        // returned. No correct tracer requests then; upstream would take
+        // BIT(0), PENDING, or BIT(1), USED, as the work's bit, and so does
+        // the model, reporting the precondition broken (P2).
+        if (0..2).contains(&bit) && self.check {
+            let name = self.works[work.0].name.clone();
+            let init = if self.init_waiting(work) { "has not returned" } else { "failed" };
+            let taken = if bit == 0 { "PENDING" } else { "USED" };
+            self.violation(
+                "P2",
+                format!("unwind_deferred_request() of {work} ({name}), whose init {init}: BIT({bit}) is {taken}"),
+            );
         }
         let bit = if bit < 0 {
             // Cancelled: work->bit is -1.
@@ -345,19 +352,21 @@ impl Kernel {
             bits &= !cache.completed;
         }
         let cookie = self.task(tid).info.id;
-        self.srcu_readers += 1;
-        // The SRCU-protected list walk sees the list as it is when the walk
-        // starts; works removed before we reach them are skipped.
+        let reader = self.srcu_read_lock();
+        // The SRCU-protected list walk: each step finds the next work still
+        // on the list (one removed before the walk reaches it is skipped,
+        // as `list_del_rcu()` unlinks it); a cancel that strikes after the
+        // step finds the walk holding its work.
         let snapshot = self.callbacks.clone();
         for work in snapshot {
-            self.point(cpu, Point::HandlerBeforeCallback);
-            let w = &self.works[work.0];
-            if !w.listed {
+            if !self.works[work.0].listed {
                 continue;
             }
-            // `test_bit(work->bit, &bits)`: a work cancelled since the walk
-            // began has bit -1, a bit number before the word: undefined
-            // (the lab reads it as clear).
+            self.point(cpu, Point::HandlerBeforeCallback);
+            let w = &self.works[work.0];
+            // `test_bit(work->bit, &bits)`: a work cancelled since the step
+            // has bit -1, a bit number before the word: undefined (read as
+            // clear, as the kernel's code under the lab's harness does).
             if w.bit < 0 {
                 self.undefined_bit(work, "test_bit(work->bit, &bits)");
                 continue;
@@ -383,11 +392,25 @@ impl Kernel {
         // Still inside the read section: a cancel begun during the walk is
         // in its grace period here.
         self.point(cpu, Point::HandlerBeforeSrcuUnlock);
-        self.srcu_readers -= 1;
+        self.srcu_read_unlock(reader);
         self.task_mut(tid).in_handler = false;
-        if self.srcu_readers == 0 {
-            self.finish_cancels();
-        }
+    }
+
+    /// `srcu_read_lock(&unwind_srcu)`: a read section begins; its id.
+    fn srcu_read_lock(&mut self) -> u64 {
+        let id = self.srcu_next;
+        self.srcu_next += 1;
+        self.srcu_active.push(id);
+        self.srcu_readers += 1;
+        id
+    }
+
+    /// `srcu_read_unlock()`: the read section `id` ends; a cancel whose
+    /// grace period waited only for it (and earlier ones) returns.
+    fn srcu_read_unlock(&mut self, id: u64) {
+        self.srcu_active.retain(|&r| r != id);
+        self.srcu_readers -= 1;
+        self.finish_cancels();
     }
 
     /// `what` used the bit of `work` after its cancel made it -1: undefined
@@ -491,9 +514,7 @@ impl Kernel {
             return;
         }
         self.cancel_begin(work);
-        if self.srcu_readers == 0 {
-            self.finish_cancels();
-        }
+        self.finish_cancels();
     }
 
     /// The first half of a cancel, under `callback_mutex`: off the list, no
@@ -508,18 +529,27 @@ impl Kernel {
         self.log(0, None, EventKind::CancelBegin { work });
         self.ledger_cancel(work);
         self.cancels_waiting.push(work);
-        self.cancel_bits.push((work, bit as u32));
+        // synchronize_srcu() waits for the read sections begun before it.
+        self.cancel_bits.push((work, bit as u32, self.srcu_next));
     }
 
-    /// The grace period has ended: every pending cancel clears its bit in
-    /// every task and returns, releasing `callback_mutex`; the calls waiting
-    /// for it then run in order (a cancel among them completes at once: no
-    /// handler is inside its walk now).
+    /// The cancels whose grace period has ended (no read section begun
+    /// before them is left) clear their bit in every task and return,
+    /// releasing `callback_mutex`; the calls waiting for it then run in
+    /// order (a cancel among them begins its own grace period, which may
+    /// end at once).
     fn finish_cancels(&mut self) {
         loop {
-            let done: Vec<(WorkId, u32)> = std::mem::take(&mut self.cancel_bits);
-            self.cancels_waiting.clear();
-            for (work, bit) in done {
+            let active = &self.srcu_active;
+            let (done, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.cancel_bits)
+                .into_iter()
+                .partition(|&(.., before)| !active.iter().any(|&r| r < before));
+            self.cancel_bits = waiting;
+            if done.is_empty() {
+                break;
+            }
+            self.cancels_waiting.retain(|w| !done.iter().any(|(d, ..)| d == w));
+            for (work, bit, _) in done {
                 let clear = !(1u64 << bit);
                 for t in self.tasks.values_mut() {
                     t.info.mask &= clear;
@@ -529,12 +559,16 @@ impl Kernel {
                 }
                 self.log(0, None, EventKind::CancelReturn { work });
             }
-            match self.mutex_waiters.pop_front() {
-                None => break,
-                Some(MutexWaiter::Init(work)) => {
-                    self.init_locked(work);
+            // `callback_mutex` is free again: the waiting calls run until
+            // one is a cancel, which holds it across its own grace period.
+            while self.cancels_waiting.is_empty() {
+                match self.mutex_waiters.pop_front() {
+                    None => break,
+                    Some(MutexWaiter::Init(work)) => {
+                        self.init_locked(work);
+                    }
+                    Some(MutexWaiter::Cancel(work)) => self.cancel_begin(work),
                 }
-                Some(MutexWaiter::Cancel(work)) => self.cancel_begin(work),
             }
         }
     }

@@ -37,7 +37,9 @@ pub enum Point {
     UnwindBetweenLookups,
     /// Handler: unwound, before the SRCU-protected callback walk.
     HandlerAfterUnwind,
-    /// Handler: about to consider the n-th work of the list.
+    /// Handler: the list walk has stepped to the n-th work still on the
+    /// list, before `test_bit(work->bit, &bits)` reads its bit (a cancel
+    /// here leaves the walk holding a work whose bit is -1).
     HandlerBeforeCallback,
     /// Handler: the list walked, before leaving the SRCU read section (the
     /// last point of the grace period of a cancel begun during the walk).

@@ -194,8 +194,14 @@ pub struct Kernel {
     /// Cancels waiting for the grace period (each holds `callback_mutex`
     /// until it returns).
     pub(crate) cancels_waiting: Vec<WorkId>,
-    /// The bit each waiting cancel clears in every task when it returns.
-    pub(crate) cancel_bits: Vec<(WorkId, u32)>,
+    /// The bit each waiting cancel clears in every task when it returns,
+    /// and the SRCU readers it waits for: those begun before it (ids below
+    /// this one), not later ones (`synchronize_srcu()`'s rule).
+    pub(crate) cancel_bits: Vec<(WorkId, u32, u64)>,
+    /// The SRCU read sections in progress, by id (the model's own
+    /// handlers), and the id the next one gets.
+    pub(crate) srcu_active: Vec<u64>,
+    pub(crate) srcu_next: u64,
     /// Inits and cancels waiting for `callback_mutex`, first come first.
     pub(crate) mutex_waiters: VecDeque<MutexWaiter>,
     pub(crate) tracers: Tracers,
@@ -247,6 +253,8 @@ impl Kernel {
             srcu_readers: 0,
             cancels_waiting: Vec::new(),
             cancel_bits: Vec::new(),
+            srcu_active: Vec::new(),
+            srcu_next: 0,
             mutex_waiters: VecDeque::new(),
             tracers: Tracers::default(),
             stats: Stats::default(),

@@ -4,7 +4,9 @@
 //! API's preconditions (§2.3): P1, a work is cancelled at most once
 //! (upstream has no guard: the second `unwind_deferred_cancel()` computes
 //! `BIT(-1)` and deletes the list entry again; checked in
-//! [`Kernel::unwind_deferred_cancel`]). With several tasks per mm, the
+//! [`Kernel::unwind_deferred_cancel`]); P2, a work requests only after its
+//! init returned 0 (upstream takes `BIT(0)`, PENDING, or `BIT(1)`, USED,
+//! as its bit otherwise). With several tasks per mm, the
 //! mm's life: M1, no walk reads an mm `__mmdrop()` has freed (checked at
 //! every walk) and no live task has one; M2, an mm is freed at most once
 //! and never taken or dropped after (`mmget()`/`mmput()`); M3, it is freed

@@ -118,11 +118,12 @@ impl Kernel {
     }
 
     /// A tracer's `unwind_deferred_request()`: none once the tracer has
-    /// cancelled its work (what the request would have been refused with
-    /// if `work->bit` were signed, `-EINVAL`, and no event: nothing reached
-    /// the kernel).
+    /// cancelled its work, nor while its init waits for `callback_mutex`
+    /// (the tracer is not running yet), with what the request would have
+    /// been refused with if `work->bit` were signed, `-EINVAL`, and no
+    /// event: nothing reached the kernel.
     pub(crate) fn tracer_request(&mut self, cpu: usize, work: WorkId) -> (i32, Cookie) {
-        if self.tracers.torn_down.contains(&work) {
+        if self.tracers.torn_down.contains(&work) || self.init_waiting(work) {
             return (EINVAL, Cookie::default());
         }
         self.unwind_deferred_request(cpu, work)
