@@ -91,13 +91,18 @@ impl Kernel {
             info.id.cnt = cnt;
             true
         };
-        info.id.cpu = cpu as u32 + 1;
-        info.id.big_endian = big_endian;
-        let id = info.id;
+        // Between the cmpxchg and the store to `id.cpu` the cookie is half
+        // made: the invariants let this task's be (I5).
+        let outer = self.cookie_in_progress.replace(tid);
+        self.point(cpu, Point::CookieAfterCmpxchg);
+        self.cookie_in_progress = outer;
         if won {
             self.cpus[cpu].ctr = cnt;
         }
-        id
+        let info = &mut self.task_mut(tid).info;
+        info.id.cpu = cpu as u32 + 1;
+        info.id.big_endian = big_endian;
+        info.id
     }
 
     /// `unwind_deferred_request()` by `work` in the current context of
@@ -551,7 +556,11 @@ impl Kernel {
             self.cancels_waiting.retain(|w| !done.iter().any(|(d, ..)| d == w));
             for (work, bit, _) in done {
                 let clear = !(1u64 << bit);
-                for t in self.tasks.values_mut() {
+                let tids: Vec<Tid> = self.tasks.keys().copied().collect();
+                for tid in tids {
+                    // The cancel runs on another CPU; the lab calls it 0.
+                    self.point(0, Point::CancelBeforeClearTask);
+                    let t = self.task_mut(tid);
                     t.info.mask &= clear;
                     if let Some(cache) = t.info.cache.as_mut() {
                         cache.completed &= clear;

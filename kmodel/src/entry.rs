@@ -107,9 +107,9 @@ impl Kernel {
         let ret = if self.task(tid).works_closed {
             ESRCH
         } else {
-            let t = self.task_mut(tid);
-            t.work_queued = true;
-            t.notify_resume = true;
+            self.task_mut(tid).work_queued = true;
+            self.point(cpu, Point::TaskWorkAddBeforeNotify);
+            self.task_mut(tid).notify_resume = true;
             if notify == Notify::NmiCurrent {
                 self.cpus[cpu].irq_work = true;
             }

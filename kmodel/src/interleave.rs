@@ -21,12 +21,19 @@ pub enum Point {
     RequestStart,
     /// `get_cookie()`: counter computed, before the cmpxchg of `id.cnt`.
     CookieBeforeCmpxchg,
+    /// `get_cookie()`: `id.cnt` assigned, before the per-CPU counter and
+    /// `id.cpu` are written (an NMI here finds `id.cpu` 0, computes the
+    /// same count and loses the cmpxchg).
+    CookieAfterCmpxchg,
     /// Request: cookie taken, before the fast-path read of the mask.
     RequestAfterCookie,
     /// Request: fast path saw the bit clear, before `fetch_or`.
     RequestBeforeFetchOr,
     /// Request: claimed PENDING, before `task_work_add()`.
     RequestBeforeTaskWorkAdd,
+    /// `task_work_add()`: the work is on the task's list, the notification
+    /// (`TIF_NOTIFY_RESUME`, or the `TWA_NMI_CURRENT` irq_work) not sent.
+    TaskWorkAddBeforeNotify,
     /// Handler: started, before `fetch_andnot(PENDING)`.
     HandlerBeforeFetchAndnot,
     /// Handler: bits snapshot taken, before the unwind.
@@ -57,6 +64,9 @@ pub enum Point {
     ExitBeforePerfExit,
     /// `do_exit()`: before `exit_mm()`.
     ExitBeforeExitMm,
+    /// `unwind_deferred_cancel()`: the grace period over, before its loop
+    /// clears the bit in the next task (`for_each_process_thread()`).
+    CancelBeforeClearTask,
     /// A primitive of the kernel's own code, run by the upstream backend
     /// (each atomic, bit operation, lock, list step and user read).
     Upstream(crate::backend::Site),
@@ -64,13 +74,15 @@ pub enum Point {
 
 impl Point {
     /// Every point, in code order.
-    pub const ALL: [Point; 18] = [
+    pub const ALL: [Point; 21] = [
         Point::RequestBeforeBitRead,
         Point::RequestStart,
         Point::CookieBeforeCmpxchg,
+        Point::CookieAfterCmpxchg,
         Point::RequestAfterCookie,
         Point::RequestBeforeFetchOr,
         Point::RequestBeforeTaskWorkAdd,
+        Point::TaskWorkAddBeforeNotify,
         Point::HandlerBeforeFetchAndnot,
         Point::HandlerAfterFetchAndnot,
         Point::UnwindBetweenLookups,
@@ -83,7 +95,37 @@ impl Point {
         Point::AfterResetBeforeUser,
         Point::ExitBeforePerfExit,
         Point::ExitBeforeExitMm,
+        Point::CancelBeforeClearTask,
     ];
+
+    /// The operation the point is in, for counts of placements per
+    /// operation: `request`, `get_cookie`, `task_work_add`, `handler`,
+    /// `reset`, `exit`, `cancel`; a primitive of the kernel's own code is
+    /// in its function.
+    pub fn operation(&self) -> &'static str {
+        match self {
+            Point::RequestBeforeBitRead
+            | Point::RequestStart
+            | Point::RequestAfterCookie
+            | Point::RequestBeforeFetchOr
+            | Point::RequestBeforeTaskWorkAdd => "request",
+            Point::CookieBeforeCmpxchg | Point::CookieAfterCmpxchg => "get_cookie",
+            Point::TaskWorkAddBeforeNotify => "task_work_add",
+            Point::HandlerBeforeFetchAndnot
+            | Point::HandlerAfterFetchAndnot
+            | Point::UnwindBetweenLookups
+            | Point::HandlerAfterUnwind
+            | Point::HandlerBeforeCallback
+            | Point::HandlerBeforeSrcuUnlock => "handler",
+            Point::ResetBeforeCmpxchg
+            | Point::ResetAfterCmpxchg
+            | Point::ResetBeforeCacheClear
+            | Point::AfterResetBeforeUser => "reset",
+            Point::ExitBeforePerfExit | Point::ExitBeforeExitMm => "exit",
+            Point::CancelBeforeClearTask => "cancel",
+            Point::Upstream(site) => site.func,
+        }
+    }
 
     /// The point's name, as scenario files spell it (`reset_after_cmpxchg`);
     /// none for a primitive of the kernel's own code.

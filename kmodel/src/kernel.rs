@@ -198,6 +198,9 @@ pub struct Kernel {
     /// and the SRCU readers it waits for: those begun before it (ids below
     /// this one), not later ones (`synchronize_srcu()`'s rule).
     pub(crate) cancel_bits: Vec<(WorkId, u32, u64)>,
+    /// The task whose `get_cookie()` is between its cmpxchg and its store
+    /// of `id.cpu` (the half-made cookie the invariants allow).
+    pub(crate) cookie_in_progress: Option<Tid>,
     /// The SRCU read sections in progress, by id (the model's own
     /// handlers), and the id the next one gets.
     pub(crate) srcu_active: Vec<u64>,
@@ -253,6 +256,7 @@ impl Kernel {
             srcu_readers: 0,
             cancels_waiting: Vec::new(),
             cancel_bits: Vec::new(),
+            cookie_in_progress: None,
             srcu_active: Vec::new(),
             srcu_next: 0,
             mutex_waiters: VecDeque::new(),

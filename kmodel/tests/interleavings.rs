@@ -353,6 +353,8 @@ struct Tally {
     hazards: usize,
     threaded: usize,
     mid_walk: usize,
+    /// Placements per operation of the point where each action struck.
+    per_op: std::collections::BTreeMap<&'static str, usize>,
 }
 
 impl Tally {
@@ -362,6 +364,9 @@ impl Tally {
         self.threaded += usize::from(cfg.threads);
         self.waited += usize::from(o.inits_waited > 0);
         self.hazards += usize::from(!o.violations.is_empty() && !double_cancel);
+        for (p, _) in &o.injected_at {
+            *self.per_op.entry(p.operation()).or_insert(0) += 1;
+        }
     }
 
     fn merge(mut self, other: Tally) -> Tally {
@@ -370,6 +375,9 @@ impl Tally {
         self.hazards += other.hazards;
         self.threaded += other.threaded;
         self.mid_walk += other.mid_walk;
+        for (op, n) in other.per_op {
+            *self.per_op.entry(op).or_insert(0) += n;
+        }
         self
     }
 }
@@ -421,12 +429,18 @@ fn every_single_and_paired_placement_keeps_every_invariant() {
     // The configurations are independent: one worker per CPU.
     let cfgs = configs(KernelVersion::V6_19);
     let tally = support::par::par_map(&cfgs, |&cfg| explore(cfg)).into_iter().fold(Tally::default(), Tally::merge);
-    let Tally { explored, waited, hazards, threaded, mid_walk } = tally;
+    let Tally { explored, waited, hazards, threaded, mid_walk, per_op } = tally;
     println!(
         "explored {explored} interleavings ({threaded} with two threads in one mm); in {waited} an init waited \
          for a cancel's grace period; {hazards} showed upstream's hazard of a bit reused while in flight; \
-         in {mid_walk} the .sframe table changed between two lookups of a walk"
+         in {mid_walk} the .sframe table changed between two lookups of a walk; actions placed per operation: \
+         {per_op:?}"
     );
+    // Every operation of deferred.c (and get_cookie(), task_work_add(),
+    // cancel's clearing loop) has placements.
+    for op in ["request", "get_cookie", "task_work_add", "handler", "reset", "exit", "cancel"] {
+        assert!(per_op.get(op).is_some_and(|&n| n > 0), "no action placed in {op}: {per_op:?}");
+    }
     assert!(mid_walk > 0, "no table change was placed between two lookups");
     assert!(threaded > 1_000, "explored only {threaded} with two threads");
     assert!(explored > 10_000, "explored only {explored}");

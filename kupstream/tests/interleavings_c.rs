@@ -89,7 +89,7 @@ fn run(cfg: Config, c: bool, placed: Option<(usize, Action)>) -> (Vec<String>, O
             let n = points.borrow().len();
             points.borrow_mut().push(match p {
                 Point::Upstream(site) => site.func.to_string(),
-                other => format!("{other:?}"),
+                other => format!("{}: {other:?}", other.operation()),
             });
             for work in std::mem::take(&mut fresh) {
                 if k.init_waiting(work) {
@@ -217,9 +217,12 @@ fn every_placement_on_the_kernel_code_against_the_model() {
         eprintln!("  {n:6} in {function}");
     }
     eprintln!("model: {} placements explored, {} distinct outcomes; per point:", model.placements, distinct(&model));
+    let mut per_operation: BTreeMap<&str, usize> = BTreeMap::new();
     for (point, n) in &model.per_function {
         eprintln!("  {n:6} at {point}");
+        *per_operation.entry(point.split(':').next().unwrap_or(point)).or_default() += n;
     }
+    eprintln!("model: placements per operation: {per_operation:?}");
     eprintln!("invariants broken on the kernel C: {:?}; on the model: {:?}", c.violations, model.violations);
     // Only upstream's own windows break invariants on either side: the
     // reset window (B1, B2, I6) and requests or handler loops that meet a
@@ -234,8 +237,8 @@ fn every_placement_on_the_kernel_code_against_the_model() {
     assert!(c.violations.contains_key("UB"), "no cancel race was reached on the kernel's code");
     // Every outcome the model reaches, the kernel's code reaches with the
     // same action in the same configuration; the code reaches more only
-    // through its finer points: a cancel placed before the request reads
-    // `work->bit` (the model's first request point is after that read), or
+    // through its finer points: a cancel placed among the primitives of
+    // the request and of `get_cookie()` the model does not split, or
     // between `test_bit()`'s read of `work->bit` and the handler's
     // `BIT(work->bit)` after the callback.
     let mut c_only = Vec::new();
