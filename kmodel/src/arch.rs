@@ -162,9 +162,63 @@ pub struct UserRegs {
     /// s390x 0–15 and the FPRs as 16–31, where leaf functions may keep FP
     /// and RA); SP, FP and the link register among them.
     pub gprs: Vec<u64>,
+    /// The x86 mode the registers were saved in (`cs`, `flags`): what
+    /// `unwind_user_word_size()` reads.
+    #[serde(default, skip_serializing_if = "RegsMode::is_native")]
+    pub mode: RegsMode,
+    /// The first bytes of the instruction a uprobe the task is stopped at
+    /// replaced (`current->utask->auprobe->insn`), which x86's
+    /// `is_uprobe_at_func_entry()` reads beside the registers; `None`: no
+    /// uprobe.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<[u8; 4]>,
 }
 
+/// The x86 mode a task's user registers were saved in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RegsMode {
+    /// The architecture's own mode (x86-64: 64-bit).
+    #[default]
+    Native,
+    /// A 32-bit (compat) task on x86-64: 4-byte stack words.
+    Compat,
+    /// Virtual-8086 mode (`X86_VM_MASK`): the kernel does not unwind it.
+    Vm86,
+}
+
+impl RegsMode {
+    /// The architecture's own mode.
+    pub fn is_native(&self) -> bool {
+        *self == RegsMode::Native
+    }
+}
+
+/// `endbr64`, which x86's `is_uprobe_at_func_entry()` counts as a
+/// function's first instruction (64-bit only), as `push %rbp` (0x55).
+const ENDBR64: [u8; 4] = [0xf3, 0x0f, 0x1e, 0xfa];
+
 impl UserRegs {
+    /// `unwind_user_word_size()`: the size of a stack word the walk reads
+    /// (x86: 0 in VM86 mode, which the kernel does not unwind; 4 for a
+    /// compat task).
+    pub fn word_size(&self) -> u64 {
+        match self.mode {
+            RegsMode::Native => self.arch.word_size(),
+            RegsMode::Compat => 4,
+            RegsMode::Vm86 => 0,
+        }
+    }
+
+    /// x86's `unwind_user_at_function_start()`: the task is stopped by a
+    /// uprobe on a function's first instruction (`push %rbp`, or `endbr64`
+    /// in 64-bit mode), where the caller's frame pointer is still live and
+    /// the return address is at SP. Upstream has the rule on x86 only.
+    pub fn at_function_start(&self) -> bool {
+        self.arch == Arch::X86_64
+            && self.probe.is_some_and(|insn| insn[0] == 0x55 || (self.mode == RegsMode::Native && insn == ENDBR64))
+    }
+
     /// Registers with every GPR zero but PC, SP and FP (and LR if given).
     pub fn new(arch: Arch, pc: u64, sp: u64, fp: u64, lr: u64) -> Self {
         let (sp_n, fp_n) = arch.sframe_abi().sp_fp_dwarf();
@@ -174,7 +228,7 @@ impl UserRegs {
         if arch.has_link_register() {
             gprs[arch.sframe_abi().ra_dwarf() as usize] = lr;
         }
-        UserRegs { arch, pc, gprs }
+        UserRegs { arch, pc, gprs, mode: RegsMode::Native, probe: None }
     }
 
     /// Number of DWARF-numbered GPRs kept.

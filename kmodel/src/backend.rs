@@ -54,6 +54,11 @@ pub struct TaskView {
     pub user_mode: bool,
     /// A 32-bit (compat) task: 4-byte stack words.
     pub compat: bool,
+    /// Its registers were saved in VM86 mode (`X86_VM_MASK`).
+    pub vm86: bool,
+    /// It is stopped by a uprobe on a function's first instruction
+    /// (`is_uprobe_at_func_entry()`).
+    pub uprobe_at_entry: bool,
     /// The user IP, SP and frame pointer saved at kernel entry.
     pub ip: u64,
     /// See `ip`.

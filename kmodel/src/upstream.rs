@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use crate::arch::Arch;
+use crate::arch::{Arch, UserRegs};
 use crate::backend::{BackendEvent, DeferredBackend, Host, Site, TaskView};
 use crate::entry::Notify;
 use crate::event::EventKind;
@@ -136,7 +136,9 @@ impl Kernel {
             exiting: t.exiting,
             has_mm: t.mm.is_some(),
             user_mode: !t.kthread && regs.is_some(),
-            compat: false,
+            compat: regs.is_some_and(|r| r.mode == crate::arch::RegsMode::Compat),
+            vm86: regs.is_some_and(|r| r.mode == crate::arch::RegsMode::Vm86),
+            uprobe_at_entry: regs.is_some_and(UserRegs::at_function_start),
             ip: regs.map_or(0, |r| r.pc),
             sp: regs.map_or(0, |r| r.sp()),
             fp: regs.map_or(0, |r| r.fp()),

@@ -219,3 +219,19 @@ fn s390x_back_chain_must_grow_and_stay_aligned() {
     let trace = default_walk(arch, &mem, &regs);
     assert_eq!(trace.entries, [0x100_0040, 0x100_1000]);
 }
+
+/// x86's `user.c`: at a function's first instruction under a uprobe the
+/// topmost frame is the entry frame (CFA = SP + 1 word, RA at SP), a
+/// compat task's words are 4 bytes, and VM86 mode gives no trace.
+#[test]
+fn uprobe_entry_frames_compat_words_and_vm86() {
+    for case in support::x86_modes::cases() {
+        let trace = default_walk(Arch::X86_64, &case.mem, &case.regs);
+        assert_eq!(trace.entries, case.trace, "{}", case.name);
+        assert!(trace.methods.iter().all(|&m| m == Method::Fp), "{}", case.name);
+    }
+    // AArch64 has no entry rule: a probe there changes nothing.
+    let (mem, regs) = chain(Arch::Aarch64);
+    let probed = UserRegs { probe: Some([0x55, 0, 0, 0]), ..regs.clone() };
+    assert_eq!(default_walk(Arch::Aarch64, &mem, &probed).entries, default_walk(Arch::Aarch64, &mem, &regs).entries);
+}

@@ -429,11 +429,11 @@ impl DeferredBackend for Upstream {
                 c_int::from(v.has_mm),
                 c_int::from(v.user_mode),
                 c_int::from(v.compat),
-                0,
+                c_int::from(v.vm86),
                 v.ip,
                 v.sp,
                 v.fp,
-                0,
+                c_int::from(v.uprobe_at_entry),
             )
         };
     }

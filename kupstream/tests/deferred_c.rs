@@ -111,3 +111,43 @@ fn cancel_then_request_is_what_upstream_does() {
     eprintln!("request after cancel returned {r}; warnings {warns:?}");
     assert!(warns.iter().any(|w| w.contains("shift")), "{warns:?}");
 }
+
+/// x86's `user.c` on the states the lab's guests do not reach: a task
+/// stopped by a uprobe on a function's first instruction (the entry
+/// frame), a compat task (4-byte words) and VM86 mode (no walk). perf's
+/// deferred record carries what `user.c` walked; the model walks the same.
+#[test]
+fn entry_frames_compat_words_and_vm86_walk_as_user_c_walks() {
+    use kmodel::tracer::{PerfRecord, PerfScope, UserStackMode};
+    for case in support::x86_modes::cases() {
+        let traces: Vec<Vec<u64>> = [false, true]
+            .into_iter()
+            .map(|c| {
+                let opts = fp_only(KernelOptions::default());
+                let mut k = if c { c_kernel(opts) } else { support::kernel(opts) };
+                k.add_perf("perf", PerfScope::CpuWide, UserStackMode::Deferred);
+                let work = k.tracers().perf_work.expect("perf registered at boot");
+                let t = task(&mut k, 0);
+                // The uprobe's breakpoint: an exception, its handler (perf's
+                // uprobe event) asks in task context.
+                k.enter(t, EntryReason::Exception, case.regs.clone(), &case.mem);
+                assert_eq!(k.unwind_deferred_request(0, work).0, 0, "{}", case.name);
+                k.return_to_user(t, &case.mem);
+                assert!(k.take_violations().is_empty(), "{}", case.name);
+                let records: Vec<Vec<u64>> = k.tracers().perf[0]
+                    .buffers
+                    .iter()
+                    .flatten()
+                    .filter_map(|r| match r {
+                        PerfRecord::Deferred { ips, .. } => Some(ips.clone()),
+                        PerfRecord::Sample { .. } => None,
+                    })
+                    .collect();
+                assert_eq!(records.len(), 1, "{}", case.name);
+                records[0].clone()
+            })
+            .collect();
+        assert_eq!(traces[0], case.trace, "{}: the model", case.name);
+        assert_eq!(traces[1], case.trace, "{}: the kernel's user.c", case.name);
+    }
+}

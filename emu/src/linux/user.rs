@@ -166,7 +166,7 @@ impl From<&Regs> for kmodel::arch::UserRegs {
         if arch == Arch::X86_64 {
             gprs[16] = regs.pc;
         }
-        kmodel::arch::UserRegs { arch, pc: regs.pc, gprs }
+        kmodel::arch::UserRegs { arch, pc: regs.pc, gprs, mode: kmodel::arch::RegsMode::Native, probe: None }
     }
 }
 

@@ -7,19 +7,41 @@ use super::types::{CfaBase, Found, Frame, Rule, StepError};
 use crate::arch::Arch;
 
 /// The caller's frame as the FP convention of `arch` describes it, for a
-/// frame whose SP is `sp`; `load` reads a stack word.
-pub(super) fn frame(arch: Arch, sp: u64, load: impl Fn(u64) -> Result<u64, StepError>) -> Result<Found, StepError> {
+/// frame whose SP is `sp`, with stack words of `ws` bytes; `entry`: the
+/// topmost frame of a task stopped at a function's first instruction
+/// (`unwind_user_at_function_start()`); `load` reads a stack word.
+pub(super) fn frame(
+    arch: Arch,
+    sp: u64,
+    ws: u64,
+    entry: bool,
+    load: impl Fn(u64) -> Result<u64, StepError>,
+) -> Result<Found, StepError> {
     if let Some(layout) = arch.fp_frame() {
+        // Offsets in words of the task (a compat task's are 4 bytes).
+        let words = |off: i64| off / arch.word_size() as i64 * ws as i64;
+        if entry {
+            // `ARCH_INIT_USER_FP_ENTRY_FRAME`: nothing pushed yet, so
+            // CFA = SP + 1 word, the return address at SP, FP the caller's.
+            return Ok(Found::Frame(Frame {
+                cfa_base: CfaBase::Sp,
+                cfa_offset: ws as i64,
+                cfa_deref: false,
+                sp_off: 0,
+                ra: Rule::Cfa { offset: -(ws as i64), deref: true },
+                fp: Rule::Retain,
+                ra_mangled: false,
+            }));
+        }
         // `ARCH_INIT_USER_FP_FRAME`: CFA = FP + 2 words, RA and the caller's
         // FP saved just below it (x86-64 push/mov, the AArch64 frame record).
-        // The x86 function-entry variant needs a uprobe, which the model lacks.
         return Ok(Found::Frame(Frame {
             cfa_base: CfaBase::Fp,
-            cfa_offset: layout.cfa_off,
+            cfa_offset: words(layout.cfa_off),
             cfa_deref: false,
             sp_off: 0,
-            ra: Rule::Cfa { offset: layout.ra_off, deref: true },
-            fp: Rule::Cfa { offset: layout.fp_off, deref: true },
+            ra: Rule::Cfa { offset: words(layout.ra_off), deref: true },
+            fp: Rule::Cfa { offset: words(layout.fp_off), deref: true },
             ra_mangled: false,
         }));
     }

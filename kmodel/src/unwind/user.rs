@@ -7,9 +7,13 @@ use std::cell::Cell;
 
 use super::fp;
 use super::sframe::SframeRegistry;
-use super::types::{CfaBase, Found, Frame, Method, Recorder, Rule, StepError, Stop, Trace, UnwindConfig};
+use super::types::{CfaBase, Found, Frame, Method, Miss, Recorder, Rule, StepError, Stop, Trace, UnwindConfig};
 use crate::arch::{Arch, UserRegs};
 use crate::memory::{Access, UserMemory};
+
+/// Why a task in x86's VM86 mode gets no trace: `unwind_user_word_size()`
+/// is 0 there and `unwind_user_start()` refuses.
+const VM86: &str = "VM86 mode: unwind_user_word_size() is 0, the kernel does not unwind it";
 
 /// The checks a rule fails by naming a register the walk cannot read
 /// there (a [`Stop::BadRule`]'s reason): a register rule or an RA kept in
@@ -142,8 +146,15 @@ fn walk(regs: &UserRegs, mem: &dyn UserMemory, table: &mut impl Table, access: A
     if cfg.max_entries == 0 {
         return trace;
     }
+    // `unwind_user_start()`: no word size (x86 VM86 mode), no walk.
+    let ws = regs.word_size();
+    if ws == 0 {
+        trace.stop = Stop::NoMethod { misses: vec![Miss { method: Method::Fp, why: VM86 }] };
+        return trace;
+    }
     let mut walk = Walk {
         regs,
+        ws,
         arch: regs.arch,
         mem: &mem,
         access,
@@ -186,6 +197,8 @@ struct State {
 /// One walk in progress.
 struct Walk<'a> {
     regs: &'a UserRegs,
+    /// The size of a stack word (`unwind_user_word_size()`).
+    ws: u64,
     arch: Arch,
     mem: &'a Recorder<'a>,
     access: Access,
@@ -197,6 +210,13 @@ struct Walk<'a> {
 impl Walk<'_> {
     /// A stack word (`get_user()`), in the task's byte order.
     fn load(&self, addr: u64) -> Result<u64, StepError> {
+        if self.ws == 4 {
+            // A compat task's word, zero-extended (`get_user_word()`).
+            let mut bytes = [0u8; 4];
+            self.mem.read(addr, &mut bytes, self.access).map_err(StepError::Fault)?;
+            let word = if self.arch.big_endian() { u32::from_be_bytes(bytes) } else { u32::from_le_bytes(bytes) };
+            return Ok(u64::from(word));
+        }
         let mut bytes = [0u8; 8];
         self.mem.read(addr, &mut bytes, self.access).map_err(StepError::Fault)?;
         Ok(self.arch.word(bytes))
@@ -246,7 +266,13 @@ impl Walk<'_> {
                         continue;
                     }
                 },
-                Method::Fp => match fp::frame(self.arch, self.state.sp, |addr| self.load(addr)) {
+                Method::Fp => match fp::frame(
+                    self.arch,
+                    self.state.sp,
+                    self.ws,
+                    self.state.topmost && self.regs.at_function_start(),
+                    |addr| self.load(addr),
+                ) {
                     Ok(found) => found,
                     Err(error) => {
                         misses.push(error.stop(method));
@@ -299,7 +325,7 @@ impl Walk<'_> {
         if sp <= state.sp.wrapping_sub(u64::from(state.topmost)) {
             return Err(StepError::Check("stack does not grow toward the caller"));
         }
-        if sp % self.arch.word_size() != 0 {
+        if sp % self.ws != 0 {
             return Err(StepError::Check("caller's SP is not word-aligned"));
         }
         let ra = match frame.ra {

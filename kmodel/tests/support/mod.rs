@@ -1,13 +1,15 @@
 //! The fixtures the kmodel tests share, each defined once: kernels and
 //! their tasks ([`kernel`], [`task`], [`callbacks`]), a synthetic
 //! frame-pointer stack ([`stack`]), and stacks and `.sframe` sections
-//! placed in memory for the unwinder tests ([`sections`]), and a
+//! placed in memory for the unwinder tests ([`sections`]), the x86 user
+//! states `user.c` treats apart ([`x86_modes`]), and a
 //! parallel map for long tests of independent runs ([`par`]).
 #![allow(dead_code)]
 
 pub mod par;
 pub mod sections;
 pub mod stack;
+pub mod x86_modes;
 
 use kmodel::arch::Arch;
 use kmodel::event::EventKind;
