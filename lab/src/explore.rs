@@ -202,7 +202,13 @@ fn words(e: &Event, work: &dyn Fn(usize) -> String, pc: &dyn Fn(u64) -> String) 
             pc(*at),
             if *pending { "; a deferred unwind stays pending" } else { "" }
         ),
-        K::ZapOtherThreads { why, killed } => format!("{why}: zap_other_threads() kills tasks {killed:?}"),
+        K::ZapOtherThreads { why, killed } => {
+            let killed: Vec<String> = killed.iter().map(|t| format!("task {t}")).collect();
+            format!(
+                "{why}: zap_other_threads() kills {}",
+                if killed.is_empty() { "none".into() } else { killed.join(", ") }
+            )
+        }
         K::FatalSignal { code } => format!("get_signal(): fatal signal, do_group_exit({code})"),
         K::DeThread { leader, pid } => format!("de_thread(): leader {leader} gone, takes pid {pid}"),
         K::SframeAdd { sframe, text, error: None } => {
