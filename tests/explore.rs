@@ -26,6 +26,16 @@ fn explored(scenario: &Scenario, dir: &Path, name: &str) -> (lab::explore::Explo
     let script = &html[html.find("id=\"data\">").expect("the data element")..];
     let data = &script[..script.find("</script>").expect("its end")];
     assert!(!data[1..].contains('<'), "{name}: no `<` in the data element");
+    // Each sample names its own NMI: an `nmi_enter` on its CPU, one per
+    // sample number (two NMIs may share a CPU and a time).
+    let mut nmis = std::collections::BTreeMap::new();
+    for s in &x.report.samples {
+        let e = x.report.kernel_events.iter().find(|e| e.seq == s.at.nmi).expect("the sample's NMI is logged");
+        assert!(matches!(e.kind, kmodel::event::EventKind::NmiEnter { .. }) && e.cpu == s.cpu, "{name}: {e:?}");
+        assert_eq!(*nmis.entry(s.sample).or_insert(s.at.nmi), s.at.nmi, "{name}: sample {}", s.sample);
+    }
+    let distinct: std::collections::BTreeSet<u64> = nmis.values().copied().collect();
+    assert_eq!(distinct.len(), nmis.len(), "{name}: two samples name one NMI");
     let seqs: Vec<u64> = x.changes.iter().map(|c| c.seq).collect();
     let events: Vec<u64> = x.report.kernel_events.iter().map(|e| e.seq).collect();
     assert_eq!(seqs, events, "{name}: every event has its state change");
@@ -62,6 +72,10 @@ fn explorer_pages_step_through_migration_in_headless_chromium() {
         }
         pages.push((page, log));
     }
+    // The reset window's struck NMI comes at the time of the entry's
+    // first one, on its CPU: each sample still names its own.
+    let reset = Scenario::load(&root.join("scenarios/reset-window-x86_64.json")).unwrap();
+    explored(&reset, &dir, "reset-window");
     if !common::tools_or_skip(&["chromium", "python3"]) {
         return;
     }

@@ -88,8 +88,7 @@ impl Kernel {
             if t.state == TaskState::Dead {
                 continue;
             }
-            let mm = t.mm.map_or("none".to_string(), |m| format!("mm {}", m.0));
-            cell(s, "mm", Value::Text(mm));
+            cell(s, "mm", Value::Mm(t.mm));
             let mut flags = Vec::new();
             for (on, name) in [
                 (t.kthread, "PF_KTHREAD"),
@@ -134,8 +133,8 @@ impl Kernel {
             if m.freed {
                 continue;
             }
-            let sections: Vec<u64> = m.sframe.entries().flat_map(|e| [e.text_start, e.text_end]).collect();
-            cell(s, "sframe sections (text)", Value::Code(sections));
+            let texts = m.sframe.entries().map(|e| (e.text_start, e.text_end)).collect();
+            cell(s, "sframe sections (text)", Value::Texts(texts));
         }
         out
     }

@@ -337,6 +337,12 @@ impl Kernel {
         &self.opts
     }
 
+    /// The `seq` the next logged event gets: a host that is about to call
+    /// the kernel names that call's first event by it.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
     /// Virtual time (ns).
     pub fn time(&self) -> u64 {
         self.time

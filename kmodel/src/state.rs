@@ -31,7 +31,7 @@ pub enum Section {
 }
 
 /// A cell's value: text, or something a reader may name better than the
-/// kernel can (a task, code addresses).
+/// kernel can (a task, an address space, code addresses).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Value {
     /// Words.
@@ -42,8 +42,13 @@ pub enum Value {
     Task(Option<Tid>),
     /// Where a task is.
     State(TaskState),
+    /// An address space (none: the task has none).
+    Mm(Option<MmId>),
     /// Code addresses (a cached trace): a reader names them.
     Code(Vec<u64>),
+    /// Ranges of text, each `[start, end]` (registered `.sframe` sections'
+    /// text): a reader names the objects.
+    Texts(Vec<(u64, u64)>),
 }
 
 /// One cell: its place and its value.

@@ -150,12 +150,8 @@ pub fn tour(r: &Report) -> Vec<Step> {
     let mut steps = Vec::new();
     let first = r.samples.first();
     if let Some(s) = first {
-        let nmi = r
-            .kernel_events
-            .iter()
-            .find(|e| matches!(e.kind, EventKind::NmiEnter { .. }) && e.time == s.at.time && e.cpu == s.cpu);
         steps.push(step(
-            nmi.map(|e| e.seq),
+            Some(s.at.nmi),
             format!(
                 "1. An NMI fires on CPU {} while the task runs user code at {:#x} in {}. Reading the user stack could \
              fault here (a page of stack or of .sframe may not be resident), and an NMI cannot sleep to fault \

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use kmodel::event::{Event, EventKind};
 use kmodel::kernel::TaskState;
 use kmodel::state::{Section, StateChange, Value};
-use kmodel::types::Tid;
+use kmodel::types::{MmId, Tid, WorkId};
 use kmodel::unwind::Method;
 use serde_json::{json, Value as Json};
 
@@ -138,21 +138,15 @@ impl<'r> Namer<'r> {
         let k = list.partition_point(|&(nmi, _)| nmi <= at).saturating_sub(1);
         list.get(k).map_or_else(Names::none, |&(_, s)| self.report.names(&self.report.samples[s]))
     }
-
-    /// Names for anything of mm `mm` at event `at`: those of a task that
-    /// had it, by [`Namer::names`].
-    fn names_of_mm(&self, owners: &BTreeMap<usize, Tid>, mm: usize, at: usize) -> Names<'r> {
-        owners.get(&mm).map_or_else(Names::none, |&tid| self.names(tid, at))
-    }
 }
 
 /// Every event in words, in the kernel's terms.
-fn words(e: &Event, work: &dyn Fn(usize) -> String, pc: &dyn Fn(u64) -> String) -> String {
+fn words(e: &Event, work: &dyn Fn(WorkId) -> String, pc: &dyn Fn(u64) -> String) -> String {
     use EventKind as K;
     match &e.kind {
-        K::Init { work: w, ret, bit, .. } => match bit {
-            Some(b) => format!("unwind_deferred_init({}) = {ret}: bit {b}", work(w.0)),
-            None => format!("unwind_deferred_init({}) = {ret}", work(w.0)),
+        K::Init { name, ret, bit, .. } => match bit {
+            Some(b) => format!("unwind_deferred_init({name}) = {ret}: bit {b}"),
+            None => format!("unwind_deferred_init({name}) = {ret}"),
         },
         K::TaskNew { parent: Some(p), thread: true } => format!("clone(CLONE_VM | CLONE_THREAD) by task {p}"),
         K::TaskNew { parent: Some(p), .. } => format!("fork by task {p}: copy_process(), unwind_task_init()"),
@@ -169,7 +163,7 @@ fn words(e: &Event, work: &dyn Fn(usize) -> String, pc: &dyn Fn(u64) -> String) 
                 r => format!("refused ({})", kmodel::types::errno_name(*r)),
             };
             let place = if *in_nmi { " in NMI" } else { "" };
-            format!("unwind_deferred_request({}){place} = {ret} ({what}), cookie {:#x}", work(w.0), cookie.id())
+            format!("unwind_deferred_request({}){place} = {ret} ({what}), cookie {:#x}", work(*w), cookie.id())
         }
         K::TaskWorkQueued { mode, ret } => format!("task_work_add(unwind_deferred_task_work, {mode}) = {ret}"),
         K::HandlerStart { bits, context } => {
@@ -180,14 +174,14 @@ fn words(e: &Event, work: &dyn Fn(usize) -> String, pc: &dyn Fn(u64) -> String) 
             if *faultable { "" } else { " (not faultable)" }
         ),
         K::Callback { work: w, cookie, nr } => {
-            format!("callback of {}: cookie {:#x}, {nr} entries", work(w.0), cookie.id())
+            format!("callback of {}: cookie {:#x}, {nr} entries", work(*w), cookie.id())
         }
         K::Reset { cookie } => format!("unwind_reset_info(): cookie {:#x} cleared, mask zeroed", cookie.id()),
         K::ResetSkipped => "unwind_reset_info(): PENDING still set, nothing cleared".into(),
         K::Warn { site, what } => format!("WARN in the kernel's code at {site}: {what}"),
-        K::CancelBegin { work: w } => format!("unwind_deferred_cancel({}): off the list, bit revoked", work(w.0)),
-        K::CancelReturn { work: w } => format!("unwind_deferred_cancel({}) returns: SRCU grace period over", work(w.0)),
-        K::MutexWait { work: w, call } => format!("{call}({}) waits for callback_mutex", work(w.0)),
+        K::CancelBegin { work: w } => format!("unwind_deferred_cancel({}): off the list, bit revoked", work(*w)),
+        K::CancelReturn { work: w } => format!("unwind_deferred_cancel({}) returns: SRCU grace period over", work(*w)),
+        K::MutexWait { work: w, call } => format!("{call}({}) waits for callback_mutex", work(*w)),
         K::Migrate { from, to } => format!("migrated from CPU {from} to CPU {to}"),
         K::Sleep => "sleeps in the kernel".into(),
         K::Wake => "woken".into(),
@@ -231,12 +225,25 @@ fn kind_name(e: &Event) -> String {
         .unwrap_or_default()
 }
 
+/// The names the state gives its sections: each task's `comm`, each
+/// tracer's work name (the last each had).
+fn section_names(changes: &[StateChange]) -> BTreeMap<Section, String> {
+    let mut names = BTreeMap::new();
+    for ((section, field), value) in changes.iter().flat_map(|c| &c.cells) {
+        if let ("comm" | "name", Some(Value::Text(name))) = (*field, value) {
+            names.insert(*section, name.clone());
+        }
+    }
+    names
+}
+
 /// The label of a state section, and its rank in the panel.
-fn section_label(s: Section, works: &[String], tasks: &BTreeMap<Tid, String>) -> (String, u32) {
+fn section_label(s: Section, names: &BTreeMap<Section, String>) -> (String, u32) {
+    let name = names.get(&s).map_or("", String::as_str);
     match s {
         Section::Unwind => ("deferred.c (global)".into(), 0),
-        Section::Work(w) => (format!("tracer {}", works.get(w.0).map_or("?", String::as_str)), 1),
-        Section::Task(t) => (format!("task {t} {}", tasks.get(&t).map_or("", String::as_str)), 2),
+        Section::Work(_) => (format!("tracer {name}"), 1),
+        Section::Task(t) => (format!("task {t} {name}"), 2),
         Section::Cpu(n) => (format!("CPU {n}"), 3),
         Section::Mm(m) => (format!("mm {}", m.0), 4),
     }
@@ -250,7 +257,7 @@ fn rule(method: Method, below: u64, names: &Names<'_>, arch: kmodel::arch::Arch,
             let row = names.locate(below).and_then(|l| l.code.and_then(|c| c.sframe_row(l.link)));
             format!("SFrame row: {}", row.unwrap_or_else(|| "a registered section's row".into()))
         }
-        Method::Fp if arch == kmodel::arch::Arch::S390x => {
+        Method::Fp if arch.back_chain().is_some() => {
             format!("back chain{}", if sframe_first { " (fallback: no SFrame row)" } else { "" })
         }
         Method::Fp => format!("frame pointer{}", if sframe_first { " (fallback: no SFrame row)" } else { "" }),
@@ -260,16 +267,9 @@ fn rule(method: Method, below: u64, names: &Names<'_>, arch: kmodel::arch::Arch,
 /// The verdict in words, with the explanation of a stack that is not
 /// exact (as `validate` gives it).
 fn verdict_words(r: &Report, s: &SampleResult) -> String {
-    use crate::verdict::Verdict;
-    let what = match &s.verdict {
-        Verdict::Exact => "exact: every frame, in order".to_string(),
-        Verdict::Truncated { frames, expected } => format!("truncated: {frames} of {expected} frames"),
-        Verdict::Wrong { frame, .. } => format!("wrong from frame {frame}"),
-        Verdict::Lost { why } => format!("lost: {why}"),
-    };
     match crate::explain::explain(r, s) {
-        Some(e) => format!("{what}. {} ({})", e.reason, e.cause),
-        None => what,
+        Some(e) => format!("{}. {} ({})", s.verdict, e.reason, e.cause),
+        None => s.verdict.to_string(),
     }
 }
 
@@ -313,227 +313,36 @@ fn data(x: &Explored, tour: &[Step]) -> Json {
     let events = &r.kernel_events;
     let index: BTreeMap<u64, usize> = events.iter().enumerate().map(|(i, e)| (e.seq, i)).collect();
     let at = |seq: u64| index.get(&seq).copied();
-    let works: Vec<String> = events
-        .iter()
-        .filter_map(|e| match &e.kind {
-            EventKind::Init { work, name, .. } => Some((work.0, name.clone())),
-            _ => None,
-        })
-        .fold(Vec::new(), |mut v, (w, name)| {
-            if v.len() <= w {
-                v.resize(w + 1, "?".to_string());
-            }
-            v[w] = name;
-            v
-        });
-    // The samples' events: the NMI (same CPU and time), the walk, the
-    // callback of its tracer's work with its cookie.
-    let mut nmis: BTreeMap<(usize, u64), usize> = BTreeMap::new();
-    let mut callbacks: BTreeMap<(Tid, u64), Vec<usize>> = BTreeMap::new();
-    for (i, e) in events.iter().enumerate() {
-        match &e.kind {
-            EventKind::NmiEnter { .. } => {
-                nmis.entry((e.cpu, e.time)).or_insert(i);
-            }
-            EventKind::Callback { cookie, .. } => {
-                callbacks.entry((e.tid.unwrap_or(0), cookie.id())).or_default().push(i);
-            }
-            _ => {}
-        }
-    }
+    let names = section_names(&x.changes);
     let mut tables = Tables::default();
-    let mut by_task: BTreeMap<Tid, Vec<(usize, usize)>> = BTreeMap::new();
-    let sframe_first = r.scenario.kernel.unwinders().first() == Some(&Method::Sframe);
-    let mut samples = Vec::new();
-    for (k, s) in r.samples.iter().enumerate() {
-        let nmi = nmis.get(&(s.cpu, s.at.time)).copied();
-        let unwind = s.at.unwind.and_then(at);
-        let callback = s.at.cookie.and_then(|c| {
-            let list = callbacks.get(&(s.at.tid, c))?;
-            let from = unwind.or(nmi).unwrap_or(0);
-            list.iter().copied().find(|&i| i >= from)
-        });
-        if let Some(i) = nmi {
-            by_task.entry(s.at.tid).or_default().push((i, k));
-        }
-        samples.push(sample_json(r, s, [nmi, unwind, callback], sframe_first, &mut tables));
-    }
-    for list in by_task.values_mut() {
-        list.sort_unstable();
-    }
-    let namer = Namer { report: r, by_task };
-    // Tasks' names, from the state (their `comm`).
-    let mut tasks: BTreeMap<Tid, String> = BTreeMap::new();
-    for c in &x.changes {
-        for ((section, field), value) in &c.cells {
-            if let (Section::Task(t), "comm", Some(Value::Text(name))) = (section, *field, value) {
-                tasks.insert(*t, name.clone());
-            }
-        }
-    }
-    // The state changes, with a key table; code addresses named.
-    let mut keys: Vec<Json> = Vec::new();
-    let mut key_of: BTreeMap<(Section, &'static str), usize> = BTreeMap::new();
-    let mut mm_owner: BTreeMap<usize, Tid> = BTreeMap::new();
-    let mut task_mm: BTreeMap<Tid, usize> = BTreeMap::new();
-    let mut objects_shown: BTreeMap<usize, String> = BTreeMap::new();
-    let nmi_task: BTreeMap<usize, Tid> =
-        namer.by_task.iter().flat_map(|(t, list)| list.iter().map(move |&(i, _)| (i, *t))).collect();
-    let mut changes: Vec<Json> = vec![json!([]); events.len()];
-    // The timeline's lanes: CPU rows first, then a row per task; each
-    // lane's current (state, since) and its slices.
+    let (samples, namer) = samples(r, &at, &mut tables);
     let cpus = r.scenario.machine.cpus;
-    let mut cpu_task: Vec<Option<Tid>> = vec![None; cpus];
-    let mut cpu_nmi = vec![false; cpus];
-    let mut task_state: BTreeMap<Tid, TaskState> = BTreeMap::new();
-    let mut lanes: BTreeMap<usize, (String, usize)> = BTreeMap::new();
-    let mut slices: Vec<Json> = Vec::new();
-    let task_row: BTreeMap<Tid, usize> = tasks.keys().enumerate().map(|(n, t)| (*t, cpus + n)).collect();
-    let mut set_lane = |slices: &mut Vec<Json>, row: usize, state: String, i: usize| {
-        let (old, since) = lanes.remove(&row).unwrap_or_default();
-        if old == state {
-            lanes.insert(row, (old, since));
-            return;
-        }
-        if !old.is_empty() && i > since {
-            slices.push(json!([row, since, i, old]));
-        }
-        lanes.insert(row, (state, i));
-    };
+    let tasks: Vec<Tid> = names.keys().filter_map(|s| if let Section::Task(t) = s { Some(*t) } else { None }).collect();
+    let mut states = States::new(&names, &namer, &mut tables);
+    let mut lanes = Lanes::new(cpus, &tasks);
+    let mut changes: Vec<Json> = vec![json!([]); events.len()];
     for c in &x.changes {
         let Some(i) = at(c.seq) else { continue };
-        let mut cells = Vec::new();
-        for ((section, field), value) in &c.cells {
-            let key = *key_of.entry((*section, field)).or_insert_with(|| {
-                let (label, rank) = section_label(*section, &works, &tasks);
-                keys.push(json!([label, rank, field]));
-                keys.len() - 1
-            });
-            match (section, value) {
-                (Section::Cpu(n), Some(Value::Task(t))) if *n < cpus => cpu_task[*n] = *t,
-                (Section::Cpu(n), Some(Value::Flag(on))) if *n < cpus && *field == "NMI" => cpu_nmi[*n] = *on,
-                (Section::Task(t), Some(Value::State(s))) => {
-                    task_state.insert(*t, *s);
-                }
-                (Section::Task(t), Some(Value::Text(m))) if *field == "mm" => {
-                    if let Some(mm) = m.strip_prefix("mm ").and_then(|m| m.parse().ok()) {
-                        mm_owner.insert(mm, *t);
-                        task_mm.insert(*t, mm);
-                    }
-                }
-                _ => {}
-            }
-            let text = |t: &mut Tables, text: &str| json!(t.string(text));
-            let shown = value.as_ref().map(|v| match v {
-                Value::Text(s) => text(&mut tables, s),
-                Value::Flag(on) => text(&mut tables, if *on { "yes" } else { "no" }),
-                Value::Task(None) => text(&mut tables, "idle"),
-                Value::Task(Some(t)) => {
-                    text(&mut tables, &format!("task {t} {}", tasks.get(t).map_or("", String::as_str)))
-                }
-                Value::State(s) => text(
-                    &mut tables,
-                    match s {
-                        TaskState::User => "user",
-                        TaskState::Kernel => "kernel",
-                        TaskState::Sleeping => "sleeping in the kernel",
-                        TaskState::Dead => "dead",
-                    },
-                ),
-                Value::Code(ips) => match (section, ips.is_empty()) {
-                    (Section::Task(t), false) => {
-                        let names = namer.names(*t, i);
-                        let frames: Vec<(String, Option<String>)> =
-                            ips.iter().map(|&pc| (names.name(pc), None)).collect();
-                        json!([tables.stack(&frames)])
-                    }
-                    _ => text(&mut tables, &code_cell(*section, ips, &namer, &mm_owner, i)),
-                },
-            });
-            cells.push(json!([key, shown]));
-        }
-        // The objects of the sampled task's mm, as the emulator had them
-        // mapped at the sample (the lab's, not the kernel's, state).
-        if let Some(mm) = nmi_task.get(&i).and_then(|t| task_mm.get(t)) {
-            let objects: Vec<String> = namer
-                .names(nmi_task[&i], i)
-                .objects()
-                .iter()
-                .map(|(file, start, end)| format!("{file} [{start:#x}, {end:#x})"))
-                .collect();
-            let text = objects.join(", ");
-            if objects_shown.get(mm) != Some(&text) {
-                let shown = tables.string(&text);
-                let key = *key_of.entry((Section::Mm(kmodel::types::MmId(*mm)), OBJECTS)).or_insert_with(|| {
-                    keys.push(json!([format!("mm {mm}"), 4, OBJECTS]));
-                    keys.len() - 1
-                });
-                cells.push(json!([key, shown]));
-                objects_shown.insert(*mm, text);
-            }
-        }
-        changes[i] = Json::Array(cells);
-        for (n, t) in cpu_task.iter().enumerate() {
-            let state = match (cpu_nmi[n], t) {
-                (true, _) => "n".to_string(),
-                (false, Some(t)) => lane_state(task_state.get(t).copied().unwrap_or(TaskState::Dead)).to_string(),
-                (false, None) => String::new(),
-            };
-            set_lane(&mut slices, n, state, i);
-        }
-        for (t, row) in &task_row {
-            let on_nmi = cpu_task.iter().zip(&cpu_nmi).any(|(c, &nmi)| nmi && *c == Some(*t));
-            let state = match task_state.get(t) {
-                _ if on_nmi => "n".to_string(),
-                Some(s) => lane_state(*s).to_string(),
-                None => String::new(),
-            };
-            set_lane(&mut slices, *row, state, i);
-        }
+        changes[i] = Json::Array(states.change(c, i));
+        lanes.after(&states, i);
     }
-    let end = events.len();
-    for row in 0..cpus + task_row.len() {
-        set_lane(&mut slices, row, String::new(), end);
-    }
+    let slices = lanes.finish(events.len());
     let mut rows: Vec<String> = (0..cpus).map(|n| format!("CPU {n}")).collect();
-    rows.extend(task_row.keys().map(|t| format!("task {t} {}", tasks.get(t).map_or("", String::as_str))));
-    // Request → callback arrows: each request that will be served, to the
-    // first callback of its work, task and cookie after it.
-    let mut flows = Vec::new();
-    let mut waiting: BTreeMap<(Tid, u64, usize), Vec<usize>> = BTreeMap::new();
-    for (i, e) in events.iter().enumerate() {
-        match &e.kind {
-            EventKind::Request { work, ret, cookie, .. } if *ret >= 0 => {
-                waiting.entry((e.tid.unwrap_or(0), cookie.id(), work.0)).or_default().push(i);
-            }
-            EventKind::Callback { work, cookie, .. } => {
-                for from in waiting.remove(&(e.tid.unwrap_or(0), cookie.id(), work.0)).unwrap_or_default() {
-                    flows.push(json!([from, i]));
-                }
-            }
-            _ => {}
-        }
-    }
-    let work_name = |w: usize| works.get(w).cloned().unwrap_or_else(|| format!("work {w}"));
+    rows.extend(tasks.iter().map(|&t| section_label(Section::Task(t), &names).0));
+    let flows: Vec<Json> = crate::export::timeline(r).flows.iter().map(|f| json!([f.events.0, f.events.1])).collect();
+    let States { keys, tables, .. } = states;
+    let work_name = |w: WorkId| names.get(&Section::Work(w)).cloned().unwrap_or_else(|| format!("work {}", w.0));
     let ev: Vec<Json> = events
         .iter()
         .enumerate()
         .map(|(i, e)| {
-            let tid = e.tid.unwrap_or(0);
-            let names = namer.names(tid, i);
-            let pc = |a: u64| names.name(a);
-            json!([
-                e.seq,
-                e.time,
-                e.cpu,
-                e.tid,
-                tables.string(&kind_name(e)),
-                tables.string(&words(e, &work_name, &pc))
-            ])
+            let names = namer.names(e.tid.unwrap_or(0), i);
+            let words = words(e, &work_name, &|pc| names.name(pc));
+            json!([e.seq, e.time, e.cpu, e.tid, tables.string(&kind_name(e)), tables.string(&words)])
         })
         .collect();
-    let tour: Vec<Json> =
-        tour.iter().map(|s| json!([s.at.and_then(at).unwrap_or(end.saturating_sub(1)), s.text])).collect();
+    let last = events.len().saturating_sub(1);
+    let tour: Vec<Json> = tour.iter().map(|s| json!([s.at.and_then(at).unwrap_or(last), s.text])).collect();
     let backend = match r.scenario.kernel.implementation {
         crate::scenario::KernelImpl::Model => "the lab's model of kernel/unwind/",
         crate::scenario::KernelImpl::KernelC => "the kernel's own deferred.c and user.c",
@@ -550,27 +359,240 @@ fn data(x: &Explored, tour: &[Step]) -> Json {
     })
 }
 
-/// A cell of code addresses in words: a task's cached trace, named as the
-/// task's latest sample saw its objects; an mm's registered sections, each
-/// with the object whose text it covers.
-fn code_cell(section: Section, ips: &[u64], namer: &Namer<'_>, mm_owner: &BTreeMap<usize, Tid>, at: usize) -> String {
-    match section {
-        Section::Mm(m) => {
-            let names = namer.names_of_mm(mm_owner, m.0, at);
-            let list: Vec<String> = ips
-                .chunks(2)
-                .map(|r| {
-                    let file = names.locate(r[0]).map_or("?", |l| l.file);
-                    format!("{file} [{:#x}, {:#x}]", r[0], r.get(1).copied().unwrap_or(0))
-                })
+/// The samples as the page shows them, each with the event indices of its
+/// NMI, its walk and its callback; and the namer their moments make.
+fn samples<'r>(r: &'r Report, at: &dyn Fn(u64) -> Option<usize>, tables: &mut Tables) -> (Vec<Json>, Namer<'r>) {
+    let mut callbacks: BTreeMap<(Tid, u64), Vec<usize>> = BTreeMap::new();
+    for (i, e) in r.kernel_events.iter().enumerate() {
+        if let EventKind::Callback { cookie, .. } = &e.kind {
+            callbacks.entry((e.tid.unwrap_or(0), cookie.id())).or_default().push(i);
+        }
+    }
+    let sframe_first = r.scenario.kernel.unwinders().first() == Some(&Method::Sframe);
+    let mut by_task: BTreeMap<Tid, Vec<(usize, usize)>> = BTreeMap::new();
+    let mut out = Vec::new();
+    for (k, s) in r.samples.iter().enumerate() {
+        let nmi = at(s.at.nmi);
+        let unwind = s.at.unwind.and_then(at);
+        // Its callback: the first of its task and cookie after its walk.
+        let callback = s.at.cookie.and_then(|c| {
+            let from = unwind.or(nmi).unwrap_or(0);
+            callbacks.get(&(s.at.tid, c))?.iter().copied().find(|&i| i >= from)
+        });
+        if let Some(i) = nmi {
+            by_task.entry(s.at.tid).or_default().push((i, k));
+        }
+        out.push(sample_json(r, s, [nmi, unwind, callback], sframe_first, tables));
+    }
+    for list in by_task.values_mut() {
+        list.sort_unstable();
+    }
+    (out, Namer { report: r, by_task })
+}
+
+/// The state cells as the page holds them: a key table, every value in
+/// words (code named as the task's samples saw it), and the objects of
+/// each mm, which the emulator knows (read at each sample).
+struct States<'a, 'r> {
+    names: &'a BTreeMap<Section, String>,
+    namer: &'a Namer<'r>,
+    tables: &'a mut Tables,
+    /// `[section label, rank, field]` per key.
+    keys: Vec<Json>,
+    key_of: BTreeMap<(Section, &'static str), usize>,
+    /// Per task its mm, and per mm the last task seen with it.
+    task_mm: BTreeMap<Tid, MmId>,
+    mm_owner: BTreeMap<MmId, Tid>,
+    /// Per mm the objects last shown.
+    objects: BTreeMap<MmId, String>,
+    /// Per CPU its current task and whether it is in an NMI; per task
+    /// where it is: what the timeline's lanes read.
+    cpu_task: BTreeMap<usize, Option<Tid>>,
+    cpu_nmi: BTreeMap<usize, bool>,
+    task_state: BTreeMap<Tid, TaskState>,
+    /// The NMI events of samples, with their task.
+    nmi_task: BTreeMap<usize, Tid>,
+}
+
+impl<'a, 'r> States<'a, 'r> {
+    fn new(names: &'a BTreeMap<Section, String>, namer: &'a Namer<'r>, tables: &'a mut Tables) -> Self {
+        let nmi_task = namer.by_task.iter().flat_map(|(t, list)| list.iter().map(move |&(i, _)| (i, *t))).collect();
+        States {
+            names,
+            namer,
+            tables,
+            keys: Vec::new(),
+            key_of: BTreeMap::new(),
+            task_mm: BTreeMap::new(),
+            mm_owner: BTreeMap::new(),
+            objects: BTreeMap::new(),
+            cpu_task: BTreeMap::new(),
+            cpu_nmi: BTreeMap::new(),
+            task_state: BTreeMap::new(),
+            nmi_task,
+        }
+    }
+
+    /// The key of a cell, given one the first time it is seen.
+    fn key(&mut self, section: Section, field: &'static str) -> usize {
+        let (keys, names) = (&mut self.keys, self.names);
+        *self.key_of.entry((section, field)).or_insert_with(|| {
+            let (label, rank) = section_label(section, names);
+            keys.push(json!([label, rank, field]));
+            keys.len() - 1
+        })
+    }
+
+    /// Change `c` (of event `i`) as the page's `[key, value]` pairs.
+    fn change(&mut self, c: &StateChange, i: usize) -> Vec<Json> {
+        let mut cells = Vec::new();
+        for ((section, field), value) in &c.cells {
+            let key = self.key(*section, field);
+            let shown = value.as_ref().map(|v| self.shown(*section, v, i));
+            cells.push(json!([key, shown]));
+        }
+        // The objects of the sampled task's mm, as the emulator had them
+        // mapped at the sample (the lab's, not the kernel's, state).
+        if let Some((&task, &mm)) = self.nmi_task.get(&i).and_then(|t| Some((t, self.task_mm.get(t)?))) {
+            let objects: Vec<String> = (self.namer.names(task, i).objects().iter())
+                .map(|(file, start, end)| format!("{file} [{start:#x}, {end:#x})"))
                 .collect();
-            if list.is_empty() {
-                "none".into()
-            } else {
-                list.join(", ")
+            let text = objects.join(", ");
+            if self.objects.get(&mm) != Some(&text) {
+                let key = self.key(Section::Mm(mm), OBJECTS);
+                cells.push(json!([key, self.tables.string(&text)]));
+                self.objects.insert(mm, text);
             }
         }
-        Section::Task(_) if ips.is_empty() => "none (nr_entries 0)".into(),
-        _ => ips.iter().map(|pc| format!("{pc:#x}")).collect::<Vec<_>>().join(" "),
+        cells
+    }
+
+    /// A value in words (an index in the string table), or a stack of
+    /// code (`[node]`); what the lanes read is noted on the way.
+    fn shown(&mut self, section: Section, value: &Value, i: usize) -> Json {
+        let text = match (section, value) {
+            (_, Value::Text(s)) => s.clone(),
+            (Section::Cpu(n), Value::Flag(on)) => {
+                self.cpu_nmi.insert(n, *on);
+                if *on { "yes" } else { "no" }.to_string()
+            }
+            (_, Value::Flag(on)) => if *on { "yes" } else { "no" }.to_string(),
+            (section, Value::Task(t)) => {
+                if let Section::Cpu(n) = section {
+                    self.cpu_task.insert(n, *t);
+                }
+                t.map_or("idle".into(), |t| section_label(Section::Task(t), self.names).0)
+            }
+            (section, Value::State(s)) => {
+                if let Section::Task(t) = section {
+                    self.task_state.insert(t, *s);
+                }
+                match s {
+                    TaskState::User => "user",
+                    TaskState::Kernel => "kernel",
+                    TaskState::Sleeping => "sleeping in the kernel",
+                    TaskState::Dead => "dead",
+                }
+                .to_string()
+            }
+            (section, Value::Mm(mm)) => {
+                if let (Section::Task(t), Some(mm)) = (section, mm) {
+                    self.task_mm.insert(t, *mm);
+                    self.mm_owner.insert(*mm, t);
+                }
+                mm.map_or("none".into(), |m| format!("mm {}", m.0))
+            }
+            (Section::Task(t), Value::Code(ips)) if !ips.is_empty() => {
+                let names = self.namer.names(t, i);
+                let frames: Vec<(String, Option<String>)> = ips.iter().map(|&pc| (names.name(pc), None)).collect();
+                return json!([self.tables.stack(&frames)]);
+            }
+            (_, Value::Code(ips)) if ips.is_empty() => "none (nr_entries 0)".into(),
+            (_, Value::Code(ips)) => ips.iter().map(|pc| format!("{pc:#x}")).collect::<Vec<_>>().join(" "),
+            (section, Value::Texts(texts)) => {
+                let names = match section {
+                    Section::Mm(mm) => self.mm_owner.get(&mm).map_or_else(Names::none, |&t| self.namer.names(t, i)),
+                    _ => Names::none(),
+                };
+                let list: Vec<String> = texts
+                    .iter()
+                    .map(|&(start, end)| {
+                        let file = names.locate(start).map_or("?", |l| l.file);
+                        format!("{file} [{start:#x}, {end:#x}]")
+                    })
+                    .collect();
+                if list.is_empty() {
+                    "none".into()
+                } else {
+                    list.join(", ")
+                }
+            }
+        };
+        json!(self.tables.string(&text))
+    }
+}
+
+/// The timeline's lanes: a row per CPU (what its current task does, or
+/// NMI), then one per task (where it is, or NMI while one is on its CPU);
+/// each row's open slice and the slices closed, in event indices.
+struct Lanes {
+    cpus: usize,
+    /// Task rows, after the CPUs'.
+    rows: BTreeMap<Tid, usize>,
+    /// Per row its state letter and since when (empty: nothing shown).
+    open: Vec<(&'static str, usize)>,
+    slices: Vec<Json>,
+}
+
+impl Lanes {
+    fn new(cpus: usize, tasks: &[Tid]) -> Self {
+        let rows: BTreeMap<Tid, usize> = tasks.iter().enumerate().map(|(n, t)| (*t, cpus + n)).collect();
+        Lanes { cpus, open: vec![("", 0); cpus + rows.len()], rows, slices: Vec::new() }
+    }
+
+    /// Row `row` is in `state` from event `i` on.
+    fn set(&mut self, row: usize, state: &'static str, i: usize) {
+        let (old, since) = self.open[row];
+        if old == state {
+            return;
+        }
+        if !old.is_empty() && i > since {
+            self.slices.push(json!([row, since, i, old]));
+        }
+        self.open[row] = (state, i);
+    }
+
+    /// The rows after event `i`, from what `s` knows then.
+    fn after(&mut self, s: &States<'_, '_>, i: usize) {
+        let state = |t: Tid| lane_state(s.task_state.get(&t).copied().unwrap_or(TaskState::Dead));
+        let on_nmi = |n: usize| s.cpu_nmi.get(&n).copied().unwrap_or(false);
+        for n in 0..self.cpus {
+            let current = s.cpu_task.get(&n).copied().flatten();
+            self.set(n, if on_nmi(n) { "n" } else { current.map_or("", state) }, i);
+        }
+        let rows: Vec<(Tid, usize)> = self.rows.iter().map(|(t, r)| (*t, *r)).collect();
+        for (t, row) in rows {
+            let nmi = (0..self.cpus).any(|n| on_nmi(n) && s.cpu_task.get(&n).copied().flatten() == Some(t));
+            let known = s.task_state.contains_key(&t);
+            self.set(
+                row,
+                if nmi {
+                    "n"
+                } else if known {
+                    state(t)
+                } else {
+                    ""
+                },
+                i,
+            );
+        }
+    }
+
+    /// Every slice, the open ones closed at `end`.
+    fn finish(mut self, end: usize) -> Vec<Json> {
+        for row in 0..self.open.len() {
+            self.set(row, "", end);
+        }
+        self.slices
     }
 }

@@ -44,6 +44,8 @@ pub struct Flow {
     pub from: (usize, u64),
     /// CPU and time of the callback.
     pub to: (usize, u64),
+    /// The two events, by index in the report's kernel events.
+    pub events: (usize, usize),
 }
 
 /// What happened when: task states, CPU instants, request → callback flows.
@@ -65,7 +67,8 @@ pub struct Timeline {
 pub fn timeline(report: &Report) -> Timeline {
     let mut t = Timeline { end: report.kernel_events.last().map_or(0, |e| e.time), ..Timeline::default() };
     let mut state: BTreeMap<u32, (&'static str, u64)> = BTreeMap::new();
-    let mut pending: BTreeMap<(u32, u64, usize), Vec<(usize, u64)>> = BTreeMap::new();
+    // Per (task, cookie, work) the requests waiting: (CPU, time, event).
+    let mut pending: BTreeMap<_, Vec<(usize, u64, usize)>> = BTreeMap::new();
     let switch = |t: &mut Timeline,
                   state: &mut BTreeMap<u32, (&'static str, u64)>,
                   tid: u32,
@@ -78,7 +81,7 @@ pub fn timeline(report: &Report) -> Timeline {
             state.insert(tid, (next, now));
         }
     };
-    for e in &report.kernel_events {
+    for (i, e) in report.kernel_events.iter().enumerate() {
         let (now, cpu, tid) = (e.time, e.cpu, e.tid.unwrap_or(0));
         let mut instant = |name: &str, args: Value| {
             t.instants.push(Instant { cpu, time: now, name: name.to_string(), args });
@@ -105,15 +108,15 @@ pub fn timeline(report: &Report) -> Timeline {
             EventKind::Request { work, ret, cookie, .. } => {
                 instant("request", json!({"work": work.0, "ret": ret, "cookie": format!("{:#x}", cookie.id())}));
                 if *ret >= 0 {
-                    pending.entry((tid, cookie.id(), work.0)).or_default().push((cpu, now));
+                    pending.entry((tid, cookie.id(), work.0)).or_default().push((cpu, now, i));
                 }
             }
             EventKind::TaskWorkQueued { mode, .. } => instant("task_work", json!({"mode": mode})),
             EventKind::HandlerStart { context, .. } => instant("handler", json!({"context": context})),
             EventKind::Callback { work, cookie, nr } => {
                 instant("callback", json!({"work": work.0, "frames": nr, "cookie": format!("{:#x}", cookie.id())}));
-                for from in pending.remove(&(tid, cookie.id(), work.0)).unwrap_or_default() {
-                    t.flows.push(Flow { from, to: (cpu, now) });
+                for (from_cpu, from_time, from) in pending.remove(&(tid, cookie.id(), work.0)).unwrap_or_default() {
+                    t.flows.push(Flow { from: (from_cpu, from_time), to: (cpu, now), events: (from, i) });
                 }
             }
             EventKind::Unwind { faults, nr, .. } if *faults > 0 => {

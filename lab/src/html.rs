@@ -257,12 +257,7 @@ fn samples(r: &Report, out: &mut String) {
             Some(c) if c != s.cpu => format!("{} → record on CPU {c}", s.cpu),
             _ => s.cpu.to_string(),
         };
-        let detail = match &s.verdict {
-            Verdict::Lost { why } => format!("lost: {}", esc(why)),
-            Verdict::Wrong { frame, .. } => format!("wrong from frame {frame}"),
-            Verdict::Truncated { frames, expected } => format!("truncated: {frames} of {expected}"),
-            Verdict::Exact => "exact".into(),
-        };
+        let detail = esc(&s.verdict.to_string());
         let _ = write!(
             out,
             "<tr><td>{}</td><td>{where_}</td><td>{}</td><td class=\"{}\">{detail}</td><td>{}</td><td>{}</td></tr>",

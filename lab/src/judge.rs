@@ -41,6 +41,8 @@ pub(crate) struct SampleInfo {
     pub(crate) call_sps: Vec<Option<u64>>,
     /// The process it hit and the objects it had mapped then.
     pub(crate) moment: crate::symbolise::Moment,
+    /// The `seq` of its NMI's first event (`nmi_enter`).
+    pub(crate) nmi: u64,
 }
 
 /// Why a sample's stack never arrived (`delivered_empty`: an empty stack
@@ -327,8 +329,8 @@ pub(crate) fn judge_run(
                 never_stitched: (delivered_none && s.cookie.is_some())
                     .then(|| format!("{:#x}", s.cookie.map_or(0, |c| c.id()))),
                 at: crate::report::SampleAt {
+                    nmi: info.nmi,
                     tid: s.tid,
-                    time: s.time,
                     cookie: s.cookie.map(|c| c.id()),
                     unwind: own.map(|w| w.seq),
                 },

@@ -98,14 +98,14 @@ impl SampleResult {
     }
 }
 
-/// Where a sample sits in the kernel's event log: its task, the NMI's
-/// time, its cookie and the walk that produced its deferred stack.
+/// Where a sample sits in the kernel's event log: its NMI, its task, its
+/// cookie and the walk that produced its deferred stack.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SampleAt {
+    /// The `seq` of its NMI's first event (`nmi_enter`).
+    pub nmi: u64,
     /// The sampled task (the model's tid).
     pub tid: u32,
-    /// Virtual time of the NMI.
-    pub time: u64,
     /// The cookie of a deferred sample.
     pub cookie: Option<u64>,
     /// The `seq` of the `unwind` event whose trace was delivered, if any.

@@ -38,6 +38,8 @@ enum Struck {
         g: usize,
         /// The task it struck.
         task: kmodel::types::Tid,
+        /// The `seq` of its first event.
+        nmi: u64,
     },
     /// The tracer's cancel ran.
     Cancel(String),
@@ -300,17 +302,17 @@ impl<'s> Run<'s> {
     /// (that thread's) first, then the model.
     fn sample(&mut self, g: usize, in_user: bool) -> Result<(), RunError> {
         let regs = self.user_regs(g)?;
-        let (seq, at) = (self.k.tracers().samples, self.k.events().len());
-        let cpu = self.take_truth(g, seq, at)?;
+        let (seq, at, nmi) = (self.k.tracers().samples, self.k.events().len(), self.k.next_seq());
+        let cpu = self.take_truth(g, seq, at, nmi)?;
         let mem = self.guests[g].emu.user_memory();
         self.k.nmi(cpu, in_user.then_some(regs), &mem);
         Ok(())
     }
 
     /// Records the ground truth of sample `seq` of guest `g`'s running
-    /// thread (its log line before the kernel event of index `at`); the
-    /// CPU it runs on.
-    fn take_truth(&mut self, g: usize, seq: u64, at: usize) -> Result<usize, RunError> {
+    /// thread (its log line before the kernel event of index `at`; its
+    /// NMI's first event is `nmi`); the CPU it runs on.
+    fn take_truth(&mut self, g: usize, seq: u64, at: usize, nmi: u64) -> Result<usize, RunError> {
         let regs = self.user_regs(g)?;
         let guest = &mut self.guests[g];
         // The truth (PC, then return addresses) and, for each return
@@ -351,7 +353,7 @@ impl<'s> Run<'s> {
         if self.keep_log {
             self.extra.push((at, crate::log::sample_line(seq, &guest.name, cpu, icount, thread, &truth)));
         }
-        self.samples.insert(seq, SampleInfo { guest: g, cpu, icount, truth, depth, call_sps, moment });
+        self.samples.insert(seq, SampleInfo { guest: g, cpu, icount, truth, depth, call_sps, moment, nmi });
         Ok(cpu)
     }
 
@@ -376,9 +378,9 @@ impl<'s> Run<'s> {
             }
             match &cancel {
                 None => {
-                    let (seq, at) = (k.tracers().samples, k.events().len());
+                    let (seq, at, nmi) = (k.tracers().samples, k.events().len(), k.next_seq());
                     k.nmi_at_point(cpu);
-                    struck.borrow_mut().push(Struck::Nmi { seq, at, cpu, g, task: tid });
+                    struck.borrow_mut().push(Struck::Nmi { seq, at, cpu, g, task: tid, nmi });
                 }
                 Some((tracer, work)) => {
                     if let Some(work) = work {
@@ -400,7 +402,7 @@ impl<'s> Run<'s> {
         let struck = std::mem::take(&mut *self.struck.borrow_mut());
         for s in struck {
             match s {
-                Struck::Nmi { seq, at, cpu, g, task } => {
+                Struck::Nmi { seq, at, cpu, g, task, nmi } => {
                     // No tracer sampled: nothing to judge.
                     if self.k.tracers().samples == seq {
                         continue;
@@ -412,7 +414,7 @@ impl<'s> Run<'s> {
                             "at_point: another thread runs where the NMI struck; its truth cannot be read",
                         ));
                     }
-                    self.take_truth(g, seq, at)?;
+                    self.take_truth(g, seq, at, nmi)?;
                 }
                 Struck::Cancel(tracer) => {
                     if let Some(&work) = self.tracer_works.get(&tracer) {

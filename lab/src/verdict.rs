@@ -65,3 +65,16 @@ impl Verdict {
         }
     }
 }
+
+impl std::fmt::Display for Verdict {
+    /// `exact`, `truncated: 3 of 5`, `wrong from frame 2` or `lost: why`,
+    /// as every report shows a sample's verdict.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Verdict::Exact => f.write_str("exact"),
+            Verdict::Truncated { frames, expected } => write!(f, "truncated: {frames} of {expected}"),
+            Verdict::Wrong { frame, .. } => write!(f, "wrong from frame {frame}"),
+            Verdict::Lost { why } => write!(f, "lost: {why}"),
+        }
+    }
+}
