@@ -72,3 +72,32 @@ fn pipeline_samples_every_process_and_replays() {
         assert!(report.guests[0].stdout.contains("pipeline: 3 of 3 stages succeeded"), "{arch}");
     }
 }
+
+#[test]
+fn an_inheriting_session_samples_the_child_and_a_no_inherit_one_only_the_parent() {
+    use kmodel::tracer::PerfRecord;
+    for arch in ARCHES {
+        let (report, ev) = events(&format!("perf-inherit-{arch}"));
+        let fork = ev.iter().find(|e| is(e, "task_new") && e["parent"] == 1).expect("a fork");
+        assert_ne!(fork["tid"], 1, "{arch}");
+        // The threads whose records each session's buffers hold.
+        let tids = |name: &str| -> std::collections::BTreeSet<u32> {
+            let session = report.perf.sessions.iter().find(|s| s.name == name).expect("the session");
+            session
+                .records
+                .iter()
+                .map(|(_, r)| match r {
+                    PerfRecord::Sample { tid, .. } | PerfRecord::Deferred { tid, .. } => *tid,
+                })
+                .collect()
+        };
+        let (inherit, plain) = (tids("perf"), tids("perf-no-inherit"));
+        assert_eq!(plain.len(), 1, "{arch}: --no-inherit sees the parent alone");
+        assert!(inherit.is_superset(&plain) && inherit.len() == 2, "{arch}: {inherit:?} against {plain:?}");
+        // Every sample of the child is served and stitched in the
+        // inheriting session.
+        let count = |name: &str| report.samples.iter().filter(|s| s.tracer == name).count();
+        assert!(count("perf") > count("perf-no-inherit"), "{arch}");
+        assert!(report.samples.iter().all(|s| s.delivered.is_some()), "{arch}");
+    }
+}

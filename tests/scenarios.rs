@@ -71,7 +71,7 @@ fn every_scenario_runs_deterministically_and_matches_its_snapshot() {
             writeln!(
             std::io::stderr(),
             "perf 7.x oracle, {arch}: {scenarios} scenarios, {} samples stitched as the lab does ({} never stitched, \
-             shown with their cookie), {} deferred records as written",
+             shown with their cookie), {} deferred records delivered unmerged as the lab does",
             c.samples, c.unstitched, c.deferred
         );
     }

@@ -49,7 +49,7 @@ pub fn run_config(elf: &OsStr, config: Config, mut trace: Option<&mut dyn FnMut(
         }
         match stop? {
             Stop::Exit(exit) => return Ok(exit),
-            Stop::Syscall(_) | Stop::Limit | Stop::Process(_) => {}
+            Stop::Syscall(_) | Stop::Limit | Stop::Process(_) | Stop::Probe(_) => {}
         }
     }
 }

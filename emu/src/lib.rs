@@ -52,7 +52,10 @@
 //!   *before* instruction N, also inside a block, so runs with and without
 //!   stops execute the same instructions; the instructions of a block
 //!   before a stop inside it run in a second engine on the same memory
-//!   (`step.rs`), so no translation is cut. [`Tracking::Instructions`] adds a
+//!   (`step.rs`), so no translation is cut. Probes (breakpoints for
+//!   uprobes: [`Emulator::set_probes`], [`RunLimit::and_probes`]) stop the
+//!   same way before the instruction at an address, and blocks that hold
+//!   one stay off the hook's fast path. [`Tracking::Instructions`] adds a
 //!   per-instruction reference that tests compare against.
 //!
 //! **The Linux it runs** (`linux/`):

@@ -49,7 +49,9 @@ fn trace_with(exe: &Path, period: Option<u64>, tracking: Tracking) -> Trace {
                     stdout: emu.stdout().to_vec(),
                 }
             }
-            Stop::Syscall(_) | Stop::Process(_) => unreachable!("syscall and process stops were not asked for"),
+            Stop::Syscall(_) | Stop::Process(_) | Stop::Probe(_) => {
+                unreachable!("syscall, process and probe stops were not asked for")
+            }
         }
     }
 }
@@ -86,7 +88,7 @@ fn stopping_at_syscalls_changes_nothing() {
             match emu.run(RunLimit::to_exit().and_syscalls()).expect("run") {
                 Stop::Syscall(record) => calls.push(record),
                 Stop::Exit(exit) => break exit,
-                Stop::Limit | Stop::Process(_) => unreachable!(),
+                Stop::Limit | Stop::Process(_) | Stop::Probe(_) => unreachable!(),
             }
         };
         assert_eq!((emu.icount(), exit.shell_status(), emu.stdout()), (total, status, &stdout[..]), "{arch}");

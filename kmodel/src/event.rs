@@ -34,6 +34,8 @@ pub enum EntryReason {
     Exception,
     /// An NMI that hit user mode.
     Nmi,
+    /// A uprobe's breakpoint (`int3`, `BRK`, s390x's 0x0002).
+    Uprobe,
 }
 
 impl std::fmt::Display for EntryReason {
@@ -44,6 +46,7 @@ impl std::fmt::Display for EntryReason {
             EntryReason::Irq => "irq",
             EntryReason::Exception => "exception",
             EntryReason::Nmi => "nmi",
+            EntryReason::Uprobe => "uprobe",
         })
     }
 }

@@ -23,7 +23,8 @@
 //! | `struct sframe_section`, `sframe_add_section()` (and `CONFIG_SFRAME_VALIDATION`), `sframe_remove_section()` | `unwind/sframe.rs` |
 //! | `sframe_find()` (`__find_fde()`, `__find_fre()`, the data-word accounting) | `unwind/sframe_find.rs` |
 //! | `struct unwind_user_frame`, `UNWIND_MAX_ENTRIES`, the unwinder's configuration | `unwind/types.rs` |
-//! | `perf_event_init()` registering `perf_unwind_work`, `perf_callchain()` in the sampling NMI, perf's deferred callback (`PERF_RECORD_CALLCHAIN_DEFERRED`) | `tracer/perf.rs` |
+//! | `perf_event_init()` registering `perf_unwind_work`, `perf_callchain()` in the sampling NMI and in a uprobe's handler, perf's deferred callback (`PERF_RECORD_CALLCHAIN_DEFERRED`); sessions bound to a task, inherited by its heirs (`perf_event_init_task()`) or not | `tracer/perf.rs`, `tracer/types.rs` |
+//! | a uprobe's trap: `handle_swbp()` → `handler_chain()` with `utask->auprobe` set, then the probed instruction emulated (`arch_uprobe_skip_sstep()`) or stepped out of line | `uprobe.rs` |
 //! | an ftrace instance with `userstacktrace_delay`, a BPF program on the sampling event | `tracer/ftrace_bpf.rs` |
 //! | the perf tool joining deferred callchains to samples | `tracer/stitch.rs` |
 //! | the reference's invariants (§9), the mm's life with several tasks (M1–M4), and their ledger | `invariants/` |
@@ -85,6 +86,7 @@ mod task;
 pub mod tracer;
 pub mod types;
 pub mod unwind;
+pub mod uprobe;
 mod upstream;
 
 pub use upstream::backend_refuses;

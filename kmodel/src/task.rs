@@ -86,6 +86,8 @@ impl Kernel {
     /// [`ForkTable::Copy`] variant gives the child a copy of the parent's
     /// table instead (logged as one `SframeAdd` per section). A parent
     /// without an mm (a kernel thread) gets a kernel-thread child.
+    /// `perf_event_init_task()` gives the child events of its own in every
+    /// perf session that inherits from the parent.
     pub fn fork(&mut self, parent: Tid, cpu: usize) -> Tid {
         let (name, parent_mm, kthread) = {
             let p = self.task(parent);
@@ -96,6 +98,7 @@ impl Kernel {
             self.new_mm(arch)
         });
         let tid = self.alloc_task(&name, child_mm, kthread, cpu, None);
+        self.tracers.perf_init_task(parent, tid);
         self.log(cpu, Some(tid), EventKind::TaskNew { parent: Some(parent), thread: false });
         if let (Some(from), Some(to)) = (parent_mm, child_mm) {
             if self.opts.sframe_table.fork == ForkTable::Copy {
@@ -128,13 +131,15 @@ impl Kernel {
     /// deferred state is its own and starts empty, as for a fork
     /// (`unwind_task_init()`; `task_works = NULL`): a request pending in
     /// the parent is the parent's alone. It joins the parent's thread
-    /// group (same `tgid`).
+    /// group (same `tgid`), and gets events of its own in every perf
+    /// session that inherits from the parent (`perf_event_init_task()`).
     pub fn clone_thread(&mut self, parent: Tid, cpu: usize) -> Tid {
         let (name, mm, kthread, tgid) = {
             let p = self.task(parent);
             (p.name.clone(), p.mm, p.kthread, p.tgid)
         };
         let tid = self.alloc_task(&name, mm, kthread, cpu, Some(tgid));
+        self.tracers.perf_init_task(parent, tid);
         if kthread {
             self.task_mut(tid).state = TaskState::Kernel;
         }
@@ -265,7 +270,7 @@ impl Kernel {
         self.log(cpu, Some(tid), EventKind::Exec { mm: new_mm, pc, pending });
         // The trace for this entry's cookie will now start at the new
         // image's PC (B6 is about the registers as they are on return).
-        self.ledger_exec(tid, pc);
+        self.ledger_user_pc(tid, pc);
         if let Some(old) = old_mm.filter(|&old| old != new_mm) {
             self.mmput(old, cpu, tid);
         }

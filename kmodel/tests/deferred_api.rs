@@ -458,3 +458,48 @@ fn perf_ftrace_and_bpf_share_one_unwind_and_baselines_cost_bytes() {
     assert!(bytes(copy) > 10 * 1024, "the copy baseline writes the stack bytes every time");
     assert!(k.take_violations().is_empty());
 }
+
+/// `perf_event_init_task()`: a session bound to a task with `inherit`
+/// gives the tasks it then creates, by fork or as threads, events of
+/// their own, whose samples and deferred records reach the session;
+/// without `inherit` (`--no-inherit`) only the task is sampled, and an
+/// NMI on another task takes no sample at all (the counter does not count
+/// it). Each task's events go at its own exit.
+#[test]
+fn an_inheriting_session_samples_the_tasks_heirs_and_a_plain_one_does_not() {
+    let (mem, regs) = fp_stack(Arch::X86_64, 3);
+    let mut k = kernel(KernelOptions::default());
+    let parent = task(&mut k, 0);
+    let inherit = k.add_perf("perf", PerfScope::Inherit(parent), UserStackMode::Deferred);
+    let plain = k.add_perf("perf-no-inherit", PerfScope::Task(parent), UserStackMode::Deferred);
+    k.enter(parent, EntryReason::Syscall, regs.clone(), &mem);
+    let child = k.fork(parent, 1);
+    let thread = k.clone_thread(parent, 1);
+    k.return_to_user(parent, &mem);
+    let other = task(&mut k, 1);
+    assert_eq!(k.tracers().perf[inherit].tasks.iter().copied().collect::<Vec<_>>(), [parent, child, thread]);
+    assert_eq!(k.tracers().perf[plain].tasks.iter().copied().collect::<Vec<_>>(), [parent]);
+    let mut sampled = Vec::new();
+    for t in [child, thread, other, parent] {
+        k.schedule(t);
+        let before = k.tracers().samples;
+        k.enter(t, EntryReason::Syscall, regs.clone(), &mem);
+        let cpu = k.task(t).cpu;
+        k.nmi(cpu, None, &mem);
+        k.return_to_user(t, &mem);
+        sampled.push(k.tracers().samples - before);
+    }
+    assert_eq!(sampled, [1, 1, 0, 1], "child, thread, an unrelated task, the parent");
+    let tids = |s: usize| -> Vec<Tid> { stitch(&k.tracers().perf[s].buffers).iter().map(|s| s.tid).collect() };
+    let pid = |t: Tid| k.task(t).pid;
+    assert_eq!(tids(inherit), [pid(child), pid(thread), pid(parent)]);
+    assert_eq!(tids(plain), [pid(parent)]);
+    assert!(stitch(&k.tracers().perf[inherit].buffers)
+        .iter()
+        .all(|s| s.user.as_deref() == Some(&expected_trace(3)[..])));
+    k.schedule(child);
+    k.enter(child, EntryReason::Syscall, regs, &mem);
+    k.exit(child, 0, &mem);
+    assert!(!k.tracers().perf[inherit].sees(child), "its events went at its exit");
+    assert!(k.take_violations().is_empty());
+}

@@ -39,6 +39,8 @@ fn scenario(arch: Arch, guests_dir: &Path, mode: &str, exit_path: ExitPath, even
             period: 4001,
             user_stack: kmodel::tracer::UserStackMode::Deferred,
             task: None,
+            inherit: true,
+            event: crate::scenario::SampleOn::Instructions,
         }],
         kernel: KernelConfig { profile: Profile::SframeV13, exit_path, ..KernelConfig::default() },
         events,

@@ -8,9 +8,11 @@
 
 pub use crate::explanation::{Cause, Explanation, Failure};
 use crate::report::{Report, SampleResult};
+use crate::scenario::Tracer;
 use crate::symbolise::{Located, Names};
 use crate::verdict::Verdict;
 use kmodel::arch::Arch;
+use kmodel::tracer::UserStackMode;
 use kmodel::unwind::{Method, Stop};
 use sframe::elf::compare::Gap;
 
@@ -172,6 +174,27 @@ fn say(words: bool, f: impl FnOnce() -> String) -> String {
     }
 }
 
+/// Why the first entry is not the interrupted PC `pc`, where the lab can
+/// tell: the kernel moved the PC between the sample and the walk (a
+/// uprobe's instruction, emulated or stepped out of line).
+fn first_entry_reason(names: &Names<'_>, pc: u64, s: &SampleResult) -> String {
+    let got = s.delivered.as_ref().and_then(|d| d.first().copied());
+    match got {
+        Some(got) if names.xol_offset(got).is_some() => format!(
+            "the first entry is not the interrupted PC: the walk started at {}, a uprobe's XOL slot, where the \
+             kernel left the PC to single-step the probed instruction out of line; the deferred unwind ran \
+             before the copy did",
+            names.name(got)
+        ),
+        Some(got) if (1..16).contains(&got.wrapping_sub(pc)) => format!(
+            "the first entry is not the interrupted PC: the walk started at {}, after the probed instruction, \
+             which the kernel emulated before the deferred unwind ran",
+            names.name(got)
+        ),
+        _ => "the first entry is not the interrupted PC".into(),
+    }
+}
+
 /// [`explain`] (`words`), or [`classify`]'s cause, function and PC with
 /// every text field empty (`!words`).
 fn explain_in(report: &Report, s: &SampleResult, words: bool) -> Option<Explanation> {
@@ -191,7 +214,7 @@ fn explain_in(report: &Report, s: &SampleResult, words: bool) -> Option<Explanat
             place,
             function,
             cause: Cause::FirstEntry,
-            reason: "the first entry is not the interrupted PC".into(),
+            reason: say(words, || first_entry_reason(&names, spot.pc, s)),
             sframe_row: None,
             cfi_row: None,
             expected: None,
@@ -236,7 +259,15 @@ fn explain_in(report: &Report, s: &SampleResult, words: bool) -> Option<Explanat
             })
         }),
     };
-    let methods = s.walk.as_ref().map(|w| w.methods.as_slice()).unwrap_or_default();
+    // A classic in-NMI (or in-handler) walk records no walk of its own:
+    // it is frame pointers throughout.
+    let in_nmi_fp =
+        s.walk.is_none()
+            && report.scenario.tracers.iter().any(
+                |t| matches!(t, Tracer::Perf { name, user_stack: UserStackMode::FpInNmi, .. } if *name == s.tracer),
+            );
+    let nmi_methods = vec![Method::Fp; if in_nmi_fp { frame + 1 } else { 0 }];
+    let methods = s.walk.as_ref().map_or(nmi_methods.as_slice(), |w| w.methods.as_slice());
     let fallback = methods.iter().take(frame).position(|&m| m == Method::Fp);
     let (expected, got) = match s.verdict {
         Verdict::Wrong { expected, got, .. } => (expected, Some(got)),
@@ -254,7 +285,9 @@ fn explain_in(report: &Report, s: &SampleResult, words: bool) -> Option<Explanat
             None => (Cause::FpEnded, say(words, || "the walk stopped here".into())),
         },
         (Verdict::Wrong { .. }, None, None) => {
-            let sframe_first = report.scenario.kernel.unwinders().first() == Some(&Method::Sframe);
+            let sframe_first = !in_nmi_fp && report.scenario.kernel.unwinders().first() == Some(&Method::Sframe);
+            let at_entry =
+                !sframe_first && frame == 0 && methods.first() == Some(&Method::Fp) && names.name(pc).ends_with("+0x0");
             let callers = say(words, || {
                 format!(
                     "it gave {} where the truth is {}",
@@ -263,6 +296,16 @@ fn explain_in(report: &Report, s: &SampleResult, words: bool) -> Option<Explanat
                 )
             });
             match (methods.get(frame), fallback) {
+                (Some(Method::Fp), _) if at_entry => (
+                    Cause::FpWrong,
+                    say(words, || {
+                        format!(
+                            "frame pointers found a wrong caller at a function's first instruction, where its frame \
+                             is not set up yet and the caller's return address is still at SP or in the link \
+                             register (only x86-64's walk has the entry rule, under a uprobe): {callers}"
+                        )
+                    }),
+                ),
                 (Some(Method::Fp), _) if sframe_first => (
                     Cause::FpWrong,
                     say(words, || {

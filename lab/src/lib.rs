@@ -72,6 +72,7 @@ mod scenario_check;
 mod scenario_kernel;
 mod schedule;
 mod schedule_syscall;
+mod schedule_uprobe;
 mod stream;
 pub mod symbolise;
 pub mod sysroot;

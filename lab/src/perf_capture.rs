@@ -42,7 +42,11 @@ pub struct CapturedSession {
     pub name: String,
     /// How it gets user stacks.
     pub mode: UserStackMode,
-    /// Its sampling period (instructions).
+    /// Which tasks its events are bound to.
+    pub scope: kmodel::tracer::PerfScope,
+    /// What it samples on.
+    pub event: kmodel::tracer::PerfEvent,
+    /// Its sampling period (instructions, or uprobe hits).
     pub period: u64,
     /// Its records with the CPU whose buffer had them, in the order perf
     /// reads them back: by time, then CPU, then buffer order.

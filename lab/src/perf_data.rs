@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use kmodel::arch::Arch;
 use kmodel::event::EventKind;
-use kmodel::tracer::{read_order, PerfRecord, UserChain, UserStackMode};
+use kmodel::tracer::{read_order, PerfEvent, PerfRecord, PerfScope, UserChain, UserStackMode};
 use kmodel::types::Tid;
 use perfdata::{flag, Attr, BuildId, Endian, Event, Features, FileIdentity, PerfData, Record, SampleId};
 
@@ -71,6 +71,8 @@ pub(crate) fn capture(run: &crate::schedule::Run<'_>) -> PerfCapture {
         out.sessions.push(CapturedSession {
             name: session.name.to_string(),
             mode: session.mode,
+            scope: session.scope,
+            event: session.event.clone(),
             period,
             records: read_order(&session.buffers).into_iter().map(|(cpu, r)| (cpu, r.clone())).collect(),
         });
@@ -177,8 +179,10 @@ pub fn file(report: &Report, s: usize, cmdline: &[String]) -> Result<PerfData, P
         tracer: session.name.clone(),
         problem,
     };
+    // `--no-inherit` clears `inherit`; perf record sets it otherwise.
+    let inherit = if matches!(session.scope, PerfScope::Task(_)) { 0 } else { flag::INHERIT };
     let mut flags = flag::DISABLED
-        | flag::INHERIT
+        | inherit
         | flag::MMAP
         | flag::COMM
         | flag::TASK
@@ -197,9 +201,13 @@ pub fn file(report: &Report, s: usize, cmdline: &[String]) -> Result<PerfData, P
             )))
         }
     }
+    let (kind, config, name) = match &session.event {
+        PerfEvent::Instructions => (perfdata::TYPE_HARDWARE, perfdata::COUNT_HW_INSTRUCTIONS, "instructions".into()),
+        PerfEvent::Uprobe { function, .. } => (perfdata::TYPE_UPROBE_PMU, 0, format!("uprobe:{function}")),
+    };
     let attr = Attr {
-        kind: perfdata::TYPE_HARDWARE,
-        config: perfdata::COUNT_HW_INSTRUCTIONS,
+        kind,
+        config,
         sample_period: session.period,
         sample_type: perfdata::SAMPLE_TYPE,
         flags,
@@ -207,7 +215,7 @@ pub fn file(report: &Report, s: usize, cmdline: &[String]) -> Result<PerfData, P
         sample_max_stack: 127,
     };
     let id_of = |cpu: usize| ID_BASE + cpu as u64;
-    let event = Event { name: "instructions".into(), attr, ids: (0..cpus).map(id_of).collect() };
+    let event = Event { name, attr, ids: (0..cpus).map(id_of).collect() };
     let sid = |time: u64, cpu: usize, pid: u32, tid: u32| SampleId { pid, tid, time, cpu: cpu as u32, id: id_of(cpu) };
     let mut records = vec![Record::KernelMmap {
         id: sid(0, 0, u32::MAX, 0),

@@ -255,7 +255,7 @@ fn prepare<'s>(scenario: &'s Scenario, full: bool, extra: &[Vec<Method>], states
     for g in &scenario.guests {
         guests.push(crate::guest::set_up(g, scenario, &mut k)?);
     }
-    let mut run = Run::new(scenario, k, guests);
+    let mut run = Run::new(scenario, k, guests)?;
     run.keep_log = full;
     Ok(run)
 }

@@ -151,18 +151,28 @@ pub const MAX_FILES_BYTES: usize = 4 << 20;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Tracer {
-    /// perf: samples every `period` instructions of the running task.
+    /// perf: samples every `period` instructions of the running task, or
+    /// every `period`-th hit of a uprobe.
     Perf {
         /// Name.
         name: String,
-        /// Sampling period in guest instructions.
+        /// Sampling period: guest instructions, or hits of the uprobe.
         period: u64,
         /// How it gets user stacks.
         #[serde(default = "deferred")]
         user_stack: UserStackMode,
-        /// CPU-wide (default) or bound to the named guest.
+        /// CPU-wide (default) or bound to the named guest (`perf record
+        /// -t`, or of a command).
         #[serde(default)]
         task: Option<String>,
+        /// With `task`: whether the tasks the guest creates afterwards,
+        /// processes and threads, inherit the session's events (`perf
+        /// record`'s default; `false` is `--no-inherit`).
+        #[serde(default = "yes")]
+        inherit: bool,
+        /// What makes it sample.
+        #[serde(default)]
+        event: SampleOn,
     },
     /// ftrace with `userstacktrace_delay`: requests at every system-call entry.
     Ftrace {
@@ -181,6 +191,24 @@ pub enum Tracer {
 
 fn one() -> u32 {
     1
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// What a perf tracer samples on.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum SampleOn {
+    /// The instruction counter's overflow NMI (`"instructions"`, the default).
+    #[default]
+    Instructions,
+    /// A uprobe on the first instruction of the function of this name in
+    /// the program of the session's guest (CPU-wide: of every guest whose
+    /// program has it): `{"uprobe": "FUNCTION"}`, `perf probe -x PROGRAM
+    /// FUNCTION` and `perf record -e probe_PROGRAM:FUNCTION`.
+    Uprobe(String),
 }
 
 fn deferred() -> UserStackMode {

@@ -6,7 +6,8 @@
 use std::collections::BTreeMap;
 
 use crate::scenario::{
-    Action, Guest, Scenario, ScenarioError, Tracer, MAX_FILES, MAX_FILES_BYTES, MAX_FILE_BYTES, MAX_FTRACE_INSTANCES,
+    Action, Guest, SampleOn, Scenario, ScenarioError, Tracer, MAX_FILES, MAX_FILES_BYTES, MAX_FILE_BYTES,
+    MAX_FTRACE_INSTANCES,
 };
 
 /// Longest guest path: Linux's `PATH_MAX` less its NUL.
@@ -64,6 +65,13 @@ fn check_tracer<'s>(
         }
         Tracer::Perf { task: Some(task), .. } if !guest(task) => {
             Err((format!("{at}.task"), format!("no guest named {task:?}")))
+        }
+        Tracer::Perf { task: None, inherit: false, .. } => Err((
+            format!("{at}.inherit"),
+            "inheritance is a task-bound session's (`task`); a CPU-wide one sees every task".into(),
+        )),
+        Tracer::Perf { event: SampleOn::Uprobe(function), .. } if function.is_empty() => {
+            Err((format!("{at}.event.uprobe"), "expected a function name".into()))
         }
         Tracer::Ftrace { instances, .. } if *instances > MAX_FTRACE_INSTANCES => Err((
             format!("{at}.instances"),

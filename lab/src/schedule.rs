@@ -13,13 +13,13 @@ use kmodel::arch::UserRegs;
 use kmodel::event::EntryReason;
 use kmodel::interleave::Point;
 use kmodel::kernel::Kernel;
-use kmodel::tracer::{PerfScope, UserStackMode};
+use kmodel::tracer::{PerfEvent, PerfScope, UserStackMode};
 use kmodel::types::WorkId;
 
 use crate::guest::GuestRun;
 use crate::judge::SampleInfo;
 use crate::report::{Progress, RunError};
-use crate::scenario::{Action, EvictWhat, Scenario, Strike, Tracer};
+use crate::scenario::{Action, EvictWhat, SampleOn, Scenario, Strike, Tracer};
 use crate::symbolise::{GuestSymbols, SymbolCache};
 
 /// What an [`Action::AtPoint`] did when the task reached its point.
@@ -43,6 +43,18 @@ enum Struck {
     },
     /// The tracer's cancel ran.
     Cancel(String),
+}
+
+/// The uprobes placed in one guest.
+#[derive(Debug, Clone)]
+pub(crate) struct Probed {
+    /// The program they are in (the emulator's image file): after an exec
+    /// of another program, hits at those addresses are not theirs.
+    pub(crate) file: String,
+    /// Their addresses.
+    pub(crate) addrs: std::collections::BTreeSet<u64>,
+    /// The XOL pages (`[uprobes]`) the guest's processes got.
+    pub(crate) xol: std::collections::BTreeSet<u64>,
 }
 
 /// A scenario being run.
@@ -76,12 +88,14 @@ pub(crate) struct Run<'s> {
     /// What the armed [`Action::AtPoint`] did, written from inside the
     /// kernel (its interleaver), read by the run before the guest runs on.
     struck: Rc<RefCell<Vec<Struck>>>,
+    /// Per guest, the program its uprobes are in and their addresses.
+    pub(crate) probes: BTreeMap<usize, Probed>,
 }
 
 impl<'s> Run<'s> {
     /// A run of `scenario` with the guests set up in `k`; the tracers are
     /// registered in order.
-    pub(crate) fn new(scenario: &'s Scenario, k: Kernel, guests: Vec<GuestRun>) -> Self {
+    pub(crate) fn new(scenario: &'s Scenario, k: Kernel, guests: Vec<GuestRun>) -> Result<Self, RunError> {
         let mut run = Run {
             scenario,
             k,
@@ -96,25 +110,35 @@ impl<'s> Run<'s> {
             in_kernel: 0,
             next_event: 0,
             struck: Rc::default(),
+            probes: BTreeMap::new(),
         };
         for t in &scenario.tracers {
-            run.register(t);
+            run.register(t)?;
         }
-        run
+        Ok(run)
     }
 
-    fn register(&mut self, t: &Tracer) {
+    fn register(&mut self, t: &Tracer) -> Result<(), RunError> {
         match t {
-            Tracer::Perf { name, period, user_stack, task } => {
-                let scope = match task {
-                    Some(task) => PerfScope::Task(self.guests.iter().find(|g| &g.name == task).map_or(0, |g| g.tid())),
+            Tracer::Perf { name, period, user_stack, task, inherit, event } => {
+                let bound =
+                    task.as_ref().map(|task| self.guests.iter().find(|g| &g.name == task).map_or(0, |g| g.tid()));
+                let scope = match bound {
+                    Some(tid) if *inherit => PerfScope::Inherit(tid),
+                    Some(tid) => PerfScope::Task(tid),
                     None => PerfScope::CpuWide,
                 };
-                self.k.add_perf(name, scope, *user_stack);
+                let event = match event {
+                    SampleOn::Instructions => {
+                        self.period = Some(self.period.map_or(*period, |p| p.min(*period)));
+                        PerfEvent::Instructions
+                    }
+                    SampleOn::Uprobe(function) => self.place_uprobe(name, task.as_deref(), function, *period)?,
+                };
+                self.k.add_perf_on(name, scope, event, *user_stack);
                 if let Some(work) = self.k.tracers().perf_work.filter(|_| *user_stack == UserStackMode::Deferred) {
                     self.tracer_works.insert(name.clone(), work);
                 }
-                self.period = Some(self.period.map_or(*period, |p| p.min(*period)));
             }
             Tracer::Ftrace { name, instances } => {
                 for n in 0..*instances {
@@ -131,6 +155,7 @@ impl<'s> Run<'s> {
                 }
             }
         }
+        Ok(())
     }
 
     /// Guest instructions executed so far, all guests together.
@@ -194,7 +219,7 @@ impl<'s> Run<'s> {
                         }
                     }
                 }
-                Action::Register { tracer } => self.register(tracer),
+                Action::Register { tracer } => self.register(tracer)?,
                 Action::AtPoint { task, point, strike } => {
                     let g = find(task)?;
                     self.arm(g, point, strike)?;
@@ -258,7 +283,10 @@ impl<'s> Run<'s> {
                 self.k.schedule(tid);
             }
             let guest = &mut self.guests[g];
-            let limit = RunLimit::icount(until).and_syscalls().and_processes();
+            let mut limit = RunLimit::icount(until).and_syscalls().and_processes();
+            if self.probes.contains_key(&g) {
+                limit = limit.and_probes();
+            }
             let stop = guest.emu.run(limit).map_err(|e| RunError::guest(&guest.name, e))?;
             match stop {
                 Stop::Limit => {
@@ -271,6 +299,7 @@ impl<'s> Run<'s> {
                 Stop::Syscall(record) => self.syscall(g, &record, stop_after)?,
                 Stop::Process(event) => self.process(g, event, stop_after)?,
                 Stop::Exit(exit) => self.guests[g].done = Some(exit.shell_status()),
+                Stop::Probe(addr) => self.uprobe(g, addr)?,
             }
             read(self);
         }
@@ -287,7 +316,8 @@ impl<'s> Run<'s> {
         for (i, guest) in self.guests.iter().enumerate() {
             let samples = self.samples.iter().filter(|(_, s)| s.guest == i).map(|(&n, s)| (n, s.moment)).collect();
             let symbols = GuestSymbols::new(guest.emu.events(), &guest.forks, &guest.exe, samples, cache)
-                .with_trampoline(guest.emu.trampoline());
+                .with_trampoline(guest.emu.trampoline())
+                .with_xol(self.probes.get(&i).map_or_else(Vec::new, |p| p.xol.iter().copied().collect()));
             out.insert(guest.name.clone(), symbols);
         }
         out
@@ -298,21 +328,29 @@ impl<'s> Run<'s> {
         guest.emu.regs().map(|r| UserRegs::from(&r)).map_err(|e| RunError::guest(&guest.name, e))
     }
 
-    /// An NMI on the CPU of the guest's running thread: ground truth
-    /// (that thread's) first, then the model.
+    /// An NMI on the CPU of the guest's running thread: the model, then
+    /// the ground truth of its sample (that thread's), if a session took one.
     fn sample(&mut self, g: usize, in_user: bool) -> Result<(), RunError> {
         let regs = self.user_regs(g)?;
         let (seq, at, nmi) = (self.k.tracers().samples, self.k.events().len(), self.k.next_seq());
-        let cpu = self.take_truth(g, seq, at, nmi)?;
-        let mem = self.guests[g].emu.user_memory();
-        self.k.nmi(cpu, in_user.then_some(regs), &mem);
+        let task = self.guests[g].tid();
+        let cpu = self.guests[g].cpu_of(task);
+        {
+            let mem = self.guests[g].emu.user_memory();
+            self.k.nmi(cpu, in_user.then_some(regs), &mem);
+        }
+        // The guest has not run since: its truth is the NMI's. No session
+        // sampled (all bound to other tasks): nothing to judge.
+        if self.k.tracers().samples != seq {
+            self.take_truth(g, seq, at, nmi)?;
+        }
         Ok(())
     }
 
     /// Records the ground truth of sample `seq` of guest `g`'s running
     /// thread (its log line before the kernel event of index `at`; its
     /// NMI's first event is `nmi`); the CPU it runs on.
-    fn take_truth(&mut self, g: usize, seq: u64, at: usize, nmi: u64) -> Result<usize, RunError> {
+    pub(crate) fn take_truth(&mut self, g: usize, seq: u64, at: usize, nmi: u64) -> Result<usize, RunError> {
         let regs = self.user_regs(g)?;
         let guest = &mut self.guests[g];
         // The truth (PC, then return addresses) and, for each return

@@ -117,6 +117,8 @@ pub struct GuestSymbols {
     samples: Vec<(u64, Moment)>,
     /// The page of the emulator's sigreturn trampolines (its vDSO), if known.
     trampoline: Option<u64>,
+    /// The uprobes XOL pages (`[uprobes]`) its processes had.
+    xol: Vec<u64>,
 }
 
 impl GuestSymbols {
@@ -196,6 +198,12 @@ impl GuestSymbols {
         self
     }
 
+    /// The same, knowing its processes' uprobes XOL pages are at `pages`.
+    pub(crate) fn with_xol(mut self, pages: Vec<u64>) -> GuestSymbols {
+        self.xol = pages;
+        self
+    }
+
     /// Every object file mapped during the run, once per file name, by
     /// name: (name, whether it is the guest's program, its code facts).
     pub fn files(&self) -> Vec<(&str, bool, Option<&ObjectCode>)> {
@@ -271,7 +279,12 @@ impl<'a> Names<'a> {
     /// `pc` named with `function`'s form of a symbol: `[OBJECT!]function…`,
     /// `OBJECT+0xlink` for an address its object has no function at, else hex.
     fn named(&self, pc: u64, function: impl Fn(&str, u64) -> String) -> String {
-        let Some(o) = self.object(pc) else { return format!("{pc:#x}") };
+        let Some(o) = self.object(pc) else {
+            return match self.xol_offset(pc) {
+                Some(off) => format!("[uprobes]+{off:#x}"),
+                None => format!("{pc:#x}"),
+            };
+        };
         let link = pc.wrapping_sub(o.bias);
         match o.symbols.lookup(link) {
             Some((name, off)) if o.program => function(name, off),
@@ -285,6 +298,11 @@ impl<'a> Names<'a> {
     pub fn trampoline_offset(&self, pc: u64) -> Option<u64> {
         let page = self.symbols?.trampoline?;
         pc.checked_sub(page).filter(|&off| off < 0x1000)
+    }
+
+    /// `pc`'s offset in a uprobes XOL page (`[uprobes]`), if it is in one.
+    pub fn xol_offset(&self, pc: u64) -> Option<u64> {
+        self.symbols?.xol.iter().find_map(|&page| pc.checked_sub(page).filter(|&off| off < 0x1000))
     }
 
     /// Where `pc` is: its object's file name, the link-time address and

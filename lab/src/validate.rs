@@ -221,6 +221,8 @@ pub fn validate_sframe(
                 period: every,
                 user_stack: kmodel::tracer::UserStackMode::Deferred,
                 task: None,
+                inherit: true,
+                event: crate::scenario::SampleOn::Instructions,
             }],
             // Judge one unwinder alone, whatever SFrame version the file has.
             kernel: KernelConfig {

@@ -141,6 +141,8 @@ fn scenario(t: &Target, path: PathBuf, root: PathBuf) -> Scenario {
             period: 3001,
             user_stack: kmodel::tracer::UserStackMode::Deferred,
             task: None,
+            inherit: true,
+            event: lab::scenario::SampleOn::Instructions,
         }],
         // Another architecture than x86-64 needs the proposals' unwinders.
         kernel: KernelConfig { profile: Profile::SframeV13, ..KernelConfig::default() },

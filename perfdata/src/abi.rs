@@ -56,6 +56,13 @@ pub const SAMPLE_IDENTIFIER: u64 = 1 << 16;
 pub const TYPE_HARDWARE: u32 = 0;
 /// `PERF_COUNT_HW_INSTRUCTIONS`: the lab samples every N instructions.
 pub const COUNT_HW_INSTRUCTIONS: u64 = 1;
+/// The uprobe PMU's type (`/sys/bus/event_source/devices/uprobe/type`):
+/// the kernel numbers the PMUs it registers from `PERF_TYPE_MAX` up, and
+/// the uprobe PMU is commonly 8. The perf tool reads a type it does not
+/// know as "other" (samples, callchains and the event's name from
+/// `HEADER_EVENT_DESC`), with no tracing data needed, which `perf
+/// probe`'s tracepoint would need.
+pub const TYPE_UPROBE_PMU: u32 = 8;
 
 /// `PERF_CONTEXT_KERNEL`: kernel entries follow in a callchain.
 pub const CONTEXT_KERNEL: u64 = (-128i64) as u64;

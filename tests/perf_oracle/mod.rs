@@ -2,8 +2,9 @@
 //! run --perf-data`) read by Debian's perf (`scripts/perf`, fetched by `make
 //! deps`) must give, sample by sample, the task, CPU, time and kernel+user
 //! stack the lab's stitcher (`kmodel::tracer::stitch`, perf's side in the
-//! model) gives; `--no-merge-callchains` must show the raw deferred records
-//! the model's perf wrote, and each sample with its cookie.
+//! model) gives; `--no-merge-callchains` must show what the model of that
+//! mode (`kmodel::tracer::unmerged`) delivers: each sample with its cookie,
+//! each deferred record on its own.
 //!
 //! perf prints a sample whose user part was stitched with the user IPs
 //! after the kernel ones (the `PERF_CONTEXT_*` markers are not frames), and
@@ -15,7 +16,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use kmodel::tracer::{stitch, PerfRecord, UserStackMode};
+use kmodel::tracer::{stitch, PerfRecord, Unmerged, UserStackMode};
 
 /// One sample or deferred record as `perf script -F tid,cpu,time,ip` prints it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -156,22 +157,18 @@ pub fn check(report: &lab::Report, dir: &Path) -> Compared {
         if report.perf.sessions.len() == 1 {
             assert_eq!(report.summary.unstitched, unstitched as u64, "{name}: the report's never-stitched samples");
         }
-        // Unmerged: every record as written, each sample with its cookie.
-        let mut raw: Vec<Printed> = session
-            .records
-            .iter()
-            .map(|(cpu, r)| match r {
-                PerfRecord::Sample { time, tid, kernel, user, .. } => {
-                    let mut frames = kernel.to_vec();
-                    match user {
-                        kmodel::tracer::UserChain::Deferred { cookie } => frames.push(cookie.id()),
-                        kmodel::tracer::UserChain::Ips(ips) => frames.extend(ips),
-                        _ => {}
-                    }
-                    Printed { key: (*time, *cpu, *tid), deferred: None, frames }
+        // Unmerged: the model of perf's tool without merging.
+        let mut raw: Vec<Printed> = kmodel::tracer::unmerged(&buffers)
+            .into_iter()
+            .map(|u| match u {
+                Unmerged::Sample(s) => {
+                    let mut frames = s.kernel;
+                    frames.extend(s.user.unwrap_or_default());
+                    frames.extend(s.cookie.map(|c| c.id()));
+                    Printed { key: (s.time, s.cpu, s.tid), deferred: None, frames }
                 }
-                PerfRecord::Deferred { time, tid, cookie, ips, .. } => {
-                    Printed { key: (*time, *cpu, *tid), deferred: Some(cookie.id()), frames: ips.clone() }
+                Unmerged::Callchain { time, cpu, tid, cookie, ips } => {
+                    Printed { key: (time, cpu, tid), deferred: Some(cookie.id()), frames: ips }
                 }
             })
             .collect();
@@ -180,7 +177,7 @@ pub fn check(report: &lab::Report, dir: &Path) -> Compared {
         perf_raw.sort();
         assert!(
             raw == perf_raw,
-            "{name}: perf script --no-merge-callchains disagrees with the records written: {}",
+            "{name}: perf script --no-merge-callchains disagrees with the lab's unmerged delivery: {}",
             first_difference(&raw, &perf_raw)
         );
         compared.deferred += raw.iter().filter(|p| p.deferred.is_some()).count();

@@ -120,6 +120,10 @@ pub struct Emulator {
     /// segment by segment).
     pub(crate) mapped_files:
         std::collections::BTreeMap<crate::machine::objects::FileKey, std::rc::Rc<crate::machine::objects::MappedFile>>,
+    /// The probe addresses ([`Emulator::set_probes`]), the machine's: each
+    /// process's tracker takes this set when a run with probes starts
+    /// (`Tracker::use_probes`); a change is a new set.
+    pub(crate) probes: std::rc::Rc<std::collections::BTreeSet<u64>>,
 }
 
 impl std::fmt::Debug for Emulator {

@@ -173,6 +173,7 @@ impl Emulator {
             limits: config.limits,
             mapped_files: BTreeMap::new(),
             pre_exec: None,
+            probes: Rc::default(),
         };
         emu.fs.pid = u64::from(crate::linux::proc_table::FIRST_PID);
         let exe = emu.fs.exe.clone();

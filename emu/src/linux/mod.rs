@@ -38,3 +38,4 @@ pub mod stack;
 pub mod syscall;
 pub(crate) mod user;
 pub(crate) mod view;
+mod xol;

@@ -61,8 +61,8 @@ impl NmiSource {
             match emu.run(RunLimit::icount(at))? {
                 Stop::Limit => return emu.nmi_point().map(Some),
                 Stop::Exit(_) => return Ok(None),
-                // `RunLimit::icount` asks for neither syscall nor process stops.
-                Stop::Syscall(_) | Stop::Process(_) => {}
+                // `RunLimit::icount` asks for no syscall, process or probe stops.
+                Stop::Syscall(_) | Stop::Process(_) | Stop::Probe(_) => {}
             }
         }
     }

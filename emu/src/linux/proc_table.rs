@@ -228,6 +228,8 @@ pub(crate) struct ParkedThread {
     pub(crate) stack: crate::machine::shadow::ShadowStack,
     pub(crate) reference: Option<crate::machine::shadow::ShadowStack>,
     pub(crate) cut: Option<crate::machine::track::Cut>,
+    /// The probe it stopped at and has not run yet (the tracker's `skip`).
+    pub(crate) skip: Option<u64>,
 }
 
 /// Signals sent to a process as a whole (`kill`), not yet taken by one of

@@ -24,6 +24,10 @@ pub struct RunLimit {
     pub after_syscall: bool,
     /// Stop at each [`ProcessEvent`] (fork, exec, thread creation and end, block, switch, exit).
     pub process_events: bool,
+    /// Stop before each instruction at a probe address
+    /// ([`Emulator::set_probes`], [`Stop::Probe`]); without it probes are
+    /// not looked at.
+    pub probes: bool,
 }
 
 impl RunLimit {
@@ -46,6 +50,11 @@ impl RunLimit {
     pub fn and_processes(self) -> Self {
         RunLimit { process_events: true, ..self }
     }
+
+    /// Also stop at probes ([`Stop::Probe`]).
+    pub fn and_probes(self) -> Self {
+        RunLimit { probes: true, ..self }
+    }
 }
 
 /// Why [`Emulator::run`] returned.
@@ -57,6 +66,11 @@ pub enum Stop {
     Syscall(SyscallRecord),
     /// Something happened to a process (only with [`RunLimit::process_events`]).
     Process(ProcessEvent),
+    /// The thread on the CPU is about to execute the instruction at this
+    /// probe address (only with [`RunLimit::probes`]): it has not run, the
+    /// registers, instruction count and ground truth are those before it.
+    /// The thread's next run executes it without stopping there.
+    Probe(u64),
     /// The machine has ended: every process has; this is the first one's status.
     Exit(Exit),
 }
@@ -64,19 +78,40 @@ pub enum Stop {
 impl Emulator {
     // ---- running -------------------------------------------------------------
 
+    /// Replaces the probe addresses (none if empty): breakpoints for
+    /// uprobes. A run with [`RunLimit::and_probes`] stops with
+    /// [`Stop::Probe`] whenever a thread (of any process) is about to
+    /// execute the instruction at one; the thread's next run, with any
+    /// limit, executes that instruction once without stopping at it
+    /// (unless a signal handler is entered first: then it stops there again
+    /// when the handler has returned) and goes on. An address where no
+    /// instruction starts never stops. Needs [`Tracking::Count`] or more.
+    pub fn set_probes(&mut self, addrs: impl IntoIterator<Item = u64>) {
+        self.probes = std::rc::Rc::new(addrs.into_iter().collect());
+    }
+
+    /// The probe addresses ([`Emulator::set_probes`]).
+    pub fn probes(&self) -> &std::collections::BTreeSet<u64> {
+        &self.probes
+    }
+
     /// Runs until `limit`, the end of the process, or (if asked) a syscall.
     ///
     /// Runs are deterministic: the same program, configuration and sequence of
     /// limits give the same stops, registers and instruction counts.
     ///
-    /// Instruction-count limits need [`Tracking::Blocks`] or more.
+    /// Instruction-count limits and probes need [`Tracking::Count`] or
+    /// more. A probe and a count limit at the same instruction stop as the
+    /// limit ([`Stop::Limit`]) and then, in the next run, as the probe.
     pub fn run(&mut self, limit: RunLimit) -> Result<Stop, Error> {
         // The old image an execve replaced is gone once the run goes on.
         self.pre_exec = None;
-        if limit.until_icount.is_some() && self.tracking() == Tracking::Off {
+        let probing = limit.probes && !self.probes.is_empty();
+        if (limit.until_icount.is_some() || probing) && self.tracking() == Tracking::Off {
+            let what = if probing { "probes" } else { "instruction-count limits" };
             return Err(Error::Setup {
                 file: self.image.file.clone(),
-                problem: "instruction-count limits need instruction tracking".into(),
+                problem: format!("{what} need instruction tracking"),
             });
         }
         let stop_at = limit.until_icount.unwrap_or(u64::MAX);
@@ -157,19 +192,25 @@ impl Emulator {
             let local_stop = self.local_stop(stop_at);
             let shared = self.uc.get_data_mut();
             shared.tracker.stop_at = local_stop;
+            shared.tracker.use_probes(probing.then_some(&self.probes));
             shared.trap = None;
             // A stop inside a block: its instructions before the stop run
             // in the stepper (see `track` and `step`).
             let cut = shared.tracker.cut.take();
-            let (trap, result) = match cut {
-                Some(cut) => self.step_to(cut)?,
+            let (trap, result, hit) = match cut {
+                Some(cut) => {
+                    let (trap, result) = self.step_to(cut)?;
+                    (trap, result, None)
+                }
                 None => {
                     let pc = self.reg(self.info().pc)?;
+                    self.uc.get_data_mut().tracker.resume_at(pc);
                     // Unicorn always has an exit address; 0 is never code.
                     let result = self.uc.emu_start(pc, 0, 0, 0);
                     track::finish_run(&mut self.uc);
                     self.report_undecodable();
-                    (self.uc.get_data_mut().trap.take(), result)
+                    let shared = self.uc.get_data_mut();
+                    (shared.trap.take(), result, shared.tracker.hit.take())
                 }
             };
             if let Some(err) = self.uc.get_data_mut().hook_error.take() {
@@ -177,17 +218,26 @@ impl Emulator {
             }
             self.sched.idle = 0;
             if let (Some(cut), None, Ok(())) = (cut, trap, result) {
-                if self.own_icount() != local_stop {
+                if self.own_icount() != cut.icount {
                     return Err(Error::Setup {
                         file: self.image.file.clone(),
                         problem: format!(
-                            "the engine did not stop at instruction {local_stop} (at {:#x}) but after {}",
+                            "the engine did not stop at instruction {} (at {:#x}) but after {}",
+                            cut.icount,
                             cut.at,
                             self.own_icount()
                         ),
                     });
                 }
+                if cut.probe {
+                    return Ok(self.probe_hit(cut.at));
+                }
                 continue;
+            }
+            // Stopped before a block that starts at a probe (one the run
+            // cannot have reached if something else stopped it).
+            if let (None, Ok(()), Some(addr)) = (trap, result, hit) {
+                return Ok(self.probe_hit(addr));
             }
             match (trap, result) {
                 (Some(Trap::Syscall(nr)), _) => {
@@ -249,6 +299,13 @@ impl Emulator {
                 (None, Err(err)) => return Err(self.engine_error("run the guest")(err)),
             }
         }
+    }
+
+    /// The thread stopped before the probe at `addr`: its next run executes
+    /// that instruction without stopping there.
+    fn probe_hit(&mut self, addr: u64) -> Stop {
+        self.uc.get_data_mut().tracker.skip = Some(addr);
+        Stop::Probe(addr)
     }
 
     /// Runs the machine to its end (every process).
@@ -333,5 +390,68 @@ impl Emulator {
         let pc = self.reg(self.info().pc)?;
         self.uc.get_data_mut().tracker.stepped(cut, pc);
         Ok(ended)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::linux::load::Config;
+    use crate::machine::arch::Arch;
+
+    /// The entry of function `name` in the ELF file `bytes`.
+    fn function(bytes: &[u8], name: &str) -> u64 {
+        let elf = goblin::elf::Elf::parse(bytes).expect("parse the guest");
+        let sym = elf.syms.iter().find(|sym| sym.is_function() && elf.strtab.get_at(sym.st_name) == Some(name));
+        sym.unwrap_or_else(|| panic!("no function {name}")).st_value
+    }
+
+    /// A thread switched out while stopped at a probe (which the run loop
+    /// never does itself: a probe stops a thread before its quantum ends)
+    /// keeps its skip: the thread switched in stops at the probe, and the
+    /// first runs the probed instruction without stopping again when it
+    /// is back. So each of the 96 items of `threads workers 4` stops its
+    /// worker once in `item_bottom`, as without the switches.
+    #[test]
+    fn a_thread_switched_out_at_a_probe_keeps_its_skip() {
+        for arch in Arch::ALL {
+            let exe = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../guests/bin")
+                .join(arch.name())
+                .join("threads-v3");
+            let bytes = std::fs::read(&exe).expect("read the guest");
+            let file = exe.display().to_string();
+            let args = vec![file.clone().into_bytes(), b"workers".to_vec(), b"4".to_vec()];
+            let config = Config { args, quantum: 5_000, ..Config::default() };
+            let mut plain = Emulator::new(&file, &bytes, config.clone()).expect("load");
+            assert_eq!(plain.run_to_exit().expect("run"), Exit::Code(0), "{arch}");
+
+            let mut emu = Emulator::new(&file, &bytes, config).expect("load");
+            let probe = function(&bytes, "item_bottom");
+            emu.set_probes([probe]);
+            let (mut hits, mut switches) = (0, 0);
+            loop {
+                match emu.run(RunLimit::to_exit().and_probes()).expect("run") {
+                    Stop::Probe(addr) => {
+                        assert_eq!(addr, probe, "{arch}");
+                        hits += 1;
+                        let (pid, me) = (emu.pid(), emu.tid());
+                        let other = emu.tasks().into_iter().find(|&(p, tid)| p == pid && tid != me);
+                        if let Some((_, other)) = other {
+                            emu.switch_to(other).expect("switch threads");
+                            switches += 1;
+                        }
+                    }
+                    Stop::Exit(exit) => {
+                        assert_eq!(exit, Exit::Code(0), "{arch}");
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+            assert_eq!(hits, 96, "{arch}");
+            assert!(switches > 10, "{arch}: {switches} switches");
+            assert_eq!(emu.stdout(), plain.stdout(), "{arch}");
+        }
     }
 }

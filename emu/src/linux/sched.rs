@@ -17,9 +17,9 @@
 //! threads of one process saves the registers into a Unicorn context and
 //! restores the other's (one `memcpy` of the CPU state each way, into a
 //! context kept for reuse), and swaps the per-thread fields and the
-//! tracker's ground-truth stacks (moves). A switch to a thread of another
-//! process first switches process, then thread if that process's loaded
-//! thread is not the one wanted.
+//! tracker's ground-truth stacks and probe skip (moves). A switch to a
+//! thread of another process first switches process, then thread if that
+//! process's loaded thread is not the one wanted.
 //!
 //! Scheduling is deterministic: the current thread runs until it blocks
 //! (a pipe, `wait4`, a sleep, `poll`, a futex), exits, yields, or has run
@@ -177,6 +177,7 @@ impl Emulator {
             _ => None,
         };
         let cut = replace(&mut tracker.cut, incoming.cut);
+        let skip = replace(&mut tracker.skip, incoming.skip);
         let outgoing = ParkedThread {
             context: saved,
             signals,
@@ -186,6 +187,7 @@ impl Emulator {
             stack,
             reference,
             cut,
+            skip,
         };
         match self.cur_mut().threads.get_mut(&outgoing.task.tid) {
             Some(slot) => *slot = Some(Box::new(outgoing)),
@@ -231,6 +233,7 @@ impl Emulator {
             stack: crate::machine::shadow::ShadowStack::new(),
             reference,
             cut: None,
+            skip: None,
         };
         self.cur_mut().threads.insert(tid, Some(Box::new(thread)));
         let (pid, by) = (self.pid, self.task.tid);

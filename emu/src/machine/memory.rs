@@ -116,6 +116,8 @@ pub enum AreaKind {
     Anonymous,
     /// The page with the signal-return trampolines (Linux's vDSO).
     Vdso,
+    /// The uprobes XOL page (`[uprobes]`).
+    Uprobes,
 }
 
 /// A contiguous, page-aligned range of guest memory with one set of permissions.

@@ -37,6 +37,17 @@
 //! Either way no instruction runs twice and none is counted twice, which is
 //! what the naive version of this got wrong.
 //!
+//! A *probe* (a uprobe's breakpoint, `Tracker::use_probes`) is a stop
+//! of the same kind at an address rather than at a count: the block hook
+//! stops before a block that starts at one, and cuts a block that holds one
+//! further in, as for a count. The stop is the earlier of the two; at the
+//! same instruction the count's wins (the probe stops the next run there).
+//! So that the fast path pays nothing for probes, a block that holds one is
+//! never in the direct-mapped table: the table is only consulted, and
+//! probes only looked up, on the general path, for blocks outside it. The
+//! run that resumes at a probe it stopped at runs that instruction once
+//! without stopping (`skip`: the first block of that run starts there).
+//!
 //! [`Tracking::Instructions`] adds the slow reference: a per-instruction hook
 //! that decodes every instruction and keeps its own stack, applying each
 //! instruction when the next one starts. Tests compare the two at every
@@ -51,9 +62,10 @@
 use crate::machine::arch::facts::ArchInfo;
 use crate::machine::flow::{Decoder, Flow, Transfer};
 use crate::machine::shadow::{After, ShadowStack};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::ffi::{c_int, c_void};
 use std::hash::{BuildHasherDefault, Hasher};
+use std::rc::Rc;
 use unicorn_engine::{
     uc_emu_stop, uc_engine, uc_error, uc_hook, uc_hook_add, uc_mem_read, uc_reg_read, HookType, Unicorn,
 };
@@ -73,7 +85,7 @@ pub(crate) trait Tracked {
 pub enum Tracking {
     /// No hooks on execution: the fastest mode. The instruction count stays
     /// 0 (so the virtual clock advances only by sleeping), instruction-count
-    /// limits are refused and there is no ground truth.
+    /// limits and probes are refused and there is no ground truth.
     Off,
     /// A hook per block: exact instruction count and stops, and nothing
     /// else: what a run needs to be deterministic (the virtual clock, the
@@ -98,6 +110,11 @@ pub(crate) struct Cut {
     pub(crate) count: u32,
     /// The whole block's size in bytes (it identifies the decoded block).
     size: u32,
+    /// The engine's instruction count at the stop, for the run loop to
+    /// check that the stepper got there.
+    pub(crate) icount: u64,
+    /// Whether the stop is a probe's (at `at`) rather than a count's.
+    pub(crate) probe: bool,
 }
 
 /// A decoded block: where it starts, its instructions' offsets, and what its
@@ -220,6 +237,18 @@ pub(crate) struct Tracker {
     cur: Slot,
     /// A stop inside a block, for the run loop.
     pub(crate) cut: Option<Cut>,
+    /// The probe addresses the block hook stops at (empty: none). Shared
+    /// with the emulator, which swaps in a new set to change it
+    /// ([`Tracker::use_probes`]), so that each process's tracker sees
+    /// whether its copy is current by a pointer compare.
+    probes: Rc<BTreeSet<u64>>,
+    /// The probe the engine stopped before, at the start of a block, in
+    /// the run that has just ended (one inside a block is its `Cut`'s).
+    pub(crate) hit: Option<u64>,
+    /// The probe the thread stopped at and has not run yet: the next run
+    /// starts there and runs that instruction without stopping. The
+    /// thread's own (the scheduler parks it with the thread).
+    pub(crate) skip: Option<u64>,
     /// The ground-truth stack.
     pub(crate) stack: ShadowStack,
     pub(crate) reference: Option<Reference>,
@@ -331,7 +360,8 @@ impl Tracker {
     /// slot, no stop in it, no reference) is one slot read, two compares
     /// and an addition, with no call: so that it needs no registers saved,
     /// everything else is left to [`Tracker::on_block_general`], called
-    /// last (a jump).
+    /// last (a jump). Probes cost nothing here: a block with one is never
+    /// in the table.
     #[inline]
     fn on_block(&mut self, uc: RawEngine, addr: u64, size: u32) {
         // Fields are read in place rather than through copies of the slots:
@@ -365,16 +395,43 @@ impl Tracker {
             reference.block_started = true;
         }
         let index = slot(addr);
-        if self.table[index].addr != addr || self.table[index].size != size {
-            self.decode(uc, addr, size);
+        // A block in the table holds no probe; one outside it may.
+        let (block, probe) = if self.table[index].addr == addr && self.table[index].size == size {
+            (self.table[index], None)
+        } else {
+            let block = self.decode(uc, addr, size);
+            let probe = if self.probes.is_empty() { None } else { self.first_probe(block) };
+            (block, probe)
+        };
+        let end = self.icount + u64::from(block.len);
+        // The earlier stop; at the same instruction the count's, with no
+        // skip, so the probe stops the run that resumes there.
+        let limit = (end > self.stop_at).then(|| self.stop_at.saturating_sub(self.icount));
+        match (probe, limit) {
+            (Some((index, _)), limit) if limit.is_none_or(|limit| index < limit) => {
+                self.stop_in(uc, block, index, true);
+            }
+            (_, Some(limit)) => self.stop_in(uc, block, limit, false),
+            _ => {
+                self.icount = end;
+                self.cur = block;
+            }
         }
-        let end = self.icount + u64::from(self.table[index].len);
-        if end > self.stop_at {
-            self.stop_in(uc, self.table[index]);
-            return;
-        }
-        self.icount = end;
-        self.cur = self.table[index];
+    }
+
+    /// The first probe in `block` that stops: its instruction index and
+    /// address. The run's first block takes the thread's skip: a probe it
+    /// starts with has stopped the thread already and now runs.
+    #[cold]
+    #[inline(never)]
+    fn first_probe(&mut self, block: Slot) -> Option<(u64, u64)> {
+        let skip = self.skip.take();
+        let info = self.info(block)?;
+        let end = block.addr.saturating_add(u64::from(block.size));
+        self.probes
+            .range(block.addr..end)
+            .filter(|&&probe| !(probe == block.addr && skip == Some(probe)))
+            .find_map(|&probe| Some((info.index_of(probe)? as u64, probe)))
     }
 
     /// Applies the completed control transfer ending `block` to the
@@ -389,18 +446,23 @@ impl Tracker {
         });
     }
 
-    /// The stop is before `block` or inside it: stops the engine before the
-    /// block runs, recording the cut for the run loop if the stop is inside.
+    /// The stop is before instruction `remaining` of `block` (before the
+    /// block if 0): stops the engine before the block runs, recording the
+    /// cut for the run loop if the stop is inside, and the hit if it is a
+    /// probe's.
     #[cold]
-    fn stop_in(&mut self, uc: RawEngine, block: Slot) {
+    fn stop_in(&mut self, uc: RawEngine, block: Slot, remaining: u64, probe: bool) {
         self.cur = Slot::EMPTY;
-        let remaining = self.stop_at.saturating_sub(self.icount);
         if remaining > 0 {
             if let Some(info) = self.info(block) {
                 let at = block.addr + u64::from(info.starts[remaining as usize]);
-                self.cut = Some(Cut { start: block.addr, at, count: remaining as u32, size: block.size });
+                let icount = self.icount + remaining;
+                self.cut =
+                    Some(Cut { start: block.addr, at, count: remaining as u32, size: block.size, icount, probe });
                 self.record_tail(block, remaining as usize);
             }
+        } else if probe {
+            self.hit = Some(block.addr);
         }
         uc.stop();
     }
@@ -444,11 +506,11 @@ impl Tracker {
         self.infos.get(index as usize)
     }
 
-    /// Puts the block at `addr` of `size` bytes in its table slot, decoding
-    /// it on first sight.
+    /// The block at `addr` of `size` bytes, decoded on first sight, and
+    /// put in its table slot unless it holds a probe.
     #[cold]
     #[inline(never)]
-    fn decode(&mut self, uc: RawEngine, addr: u64, size: u32) {
+    fn decode(&mut self, uc: RawEngine, addr: u64, size: u32) -> Slot {
         let index = match self.blocks.get(&(addr, size)) {
             Some(&index) => index,
             None => {
@@ -472,7 +534,53 @@ impl Tracker {
         let len = u16::try_from(info.starts.len()).unwrap_or(u16::MAX);
         // Counting alone: no transfer is ever retired onto the stack.
         let flow = if self.mode == Tracking::Count { Flow::Plain } else { info.last.flow };
-        self.table[slot(addr)] = Slot { addr, size, len, flow, conditional: info.last.conditional };
+        let block = Slot { addr, size, len, flow, conditional: info.last.conditional };
+        if !self.holds_probe(block) {
+            self.table[slot(addr)] = block;
+        }
+        block
+    }
+
+    /// Whether a probe address falls in `block`'s bytes (at an instruction
+    /// or not: either way it is kept out of the table, which costs nothing).
+    fn holds_probe(&self, block: Slot) -> bool {
+        let end = block.addr.saturating_add(u64::from(block.size));
+        !self.probes.is_empty() && self.probes.range(block.addr..end).next().is_some()
+    }
+
+    /// Makes `probes` the addresses the block hook stops at (`None`: none,
+    /// for a run without probes). The caller keeps the set and passes the
+    /// same one until it changes, which then costs one pass over the table,
+    /// to take out the blocks that hold a new probe.
+    pub(crate) fn use_probes(&mut self, probes: Option<&Rc<BTreeSet<u64>>>) {
+        match probes {
+            None => {
+                // Blocks kept out of the table come back as they run.
+                if !self.probes.is_empty() {
+                    self.probes = Rc::default();
+                }
+            }
+            Some(probes) if !Rc::ptr_eq(&self.probes, probes) => {
+                self.probes = Rc::clone(probes);
+                if !self.probes.is_empty() {
+                    for index in 0..SLOTS {
+                        if self.table[index] != Slot::EMPTY && self.holds_probe(self.table[index]) {
+                            self.table[index] = Slot::EMPTY;
+                        }
+                    }
+                }
+            }
+            Some(_) => {}
+        }
+    }
+
+    /// The thread is about to run from `pc`: its skip stands only if it is
+    /// there and the probe is still one (a signal handler, or a run
+    /// without probes, has taken it elsewhere or run the instruction).
+    pub(crate) fn resume_at(&mut self, pc: u64) {
+        if self.skip.is_some_and(|skip| skip != pc || !self.probes.contains(&skip)) {
+            self.skip = None;
+        }
     }
 }
 
@@ -554,6 +662,9 @@ impl Tracker {
             table: Box::new([Slot::EMPTY; SLOTS]),
             cur: Slot::EMPTY,
             cut: None,
+            probes: Rc::default(),
+            hit: None,
+            skip: None,
             stack: ShadowStack::new(),
             reference: (mode == Tracking::Instructions).then(Reference::default),
             undecodable: Vec::new(),
@@ -583,8 +694,11 @@ impl Tracker {
         }
     }
 
-    /// A signal handler was entered (see [`ShadowStack::signal`]).
+    /// A signal handler was entered (see [`ShadowStack::signal`]). The
+    /// thread's skip goes: the probed instruction runs after the handler,
+    /// and stops again first.
     pub(crate) fn signal_delivered(&mut self, trampoline: u64, sp: u64, resume_pc: u64) {
+        self.skip = None;
         self.stack.signal(trampoline, sp, resume_pc);
         if let Some(reference) = &mut self.reference {
             reference.stack.signal(trampoline, sp, resume_pc);

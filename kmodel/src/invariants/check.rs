@@ -74,11 +74,12 @@ impl Kernel {
         }
     }
 
-    /// `execve()` rewrote the task's user registers: the trace for the
-    /// cookie still open in this entry must now start at the new image's
-    /// `pc` (B6 compares with the registers as they are on the return to
-    /// user; upstream serves a request made before the exec there, §5.4).
-    pub(crate) fn ledger_exec(&mut self, tid: Tid, pc: u64) {
+    /// The kernel rewrote the task's user registers (`execve()`, or a
+    /// uprobe's emulated or out-of-line instruction): the trace for the
+    /// cookie still open in this entry must now start at `pc` (B6 compares
+    /// with the registers as they are on the return to user; upstream
+    /// serves a request made before the exec there, §5.4).
+    pub(crate) fn ledger_user_pc(&mut self, tid: Tid, pc: u64) {
         if !self.check {
             return;
         }

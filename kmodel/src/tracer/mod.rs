@@ -16,8 +16,8 @@ mod perf;
 mod stitch;
 mod types;
 
-pub use self::stitch::{read_order, stitch, StitchedSample, Stitcher};
+pub use self::stitch::{read_order, stitch, unmerged, StitchedSample, Stitcher, Unmerged};
 pub use self::types::{
-    BpfProgram, FtraceEntry, FtraceInstance, PerfRecord, PerfScope, PerfSession, Tracers, UserChain, UserStackMode,
-    KERNEL_IPS_IN_KERNEL, PERF_CONTEXT_USER_DEFERRED, PERF_RECORD_CALLCHAIN_DEFERRED,
+    BpfProgram, FtraceEntry, FtraceInstance, PerfEvent, PerfRecord, PerfScope, PerfSession, Tracers, UserChain,
+    UserStackMode, KERNEL_IPS_IN_KERNEL, PERF_CONTEXT_USER_DEFERRED, PERF_RECORD_CALLCHAIN_DEFERRED,
 };

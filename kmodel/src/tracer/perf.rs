@@ -5,7 +5,7 @@
 //! classic in-NMI walk or stack copy), and the deferred callback writing
 //! `PERF_RECORD_CALLCHAIN_DEFERRED` on the CPU where it runs.
 
-use super::types::{PerfRecord, PerfScope, PerfSession, UserChain, UserStackMode, KERNEL_IPS_IN_KERNEL};
+use super::types::{PerfEvent, PerfRecord, PerfScope, PerfSession, UserChain, UserStackMode, KERNEL_IPS_IN_KERNEL};
 use crate::event::EventKind;
 use crate::kernel::Kernel;
 use crate::memory::{copy_user, Access, CopiedStack, MemError, UserMemory};
@@ -31,11 +31,20 @@ impl Kernel {
     /// Adds a perf session. With late registration the first deferred
     /// session registers perf's work (upstream did so at boot).
     pub fn add_perf(&mut self, name: &str, scope: PerfScope, mode: UserStackMode) -> usize {
+        self.add_perf_on(name, scope, PerfEvent::Instructions, mode)
+    }
+
+    /// [`Kernel::add_perf`] of a session sampling on `event`.
+    pub fn add_perf_on(&mut self, name: &str, scope: PerfScope, event: PerfEvent, mode: UserStackMode) -> usize {
         if mode == UserStackMode::Deferred {
             self.perf_event_init();
         }
         let buffers = vec![Vec::new(); self.cpus.len()];
-        self.tracers.perf.push(PerfSession { name: name.into(), scope, mode, buffers, alive: true });
+        let tasks = match scope {
+            PerfScope::CpuWide => Default::default(),
+            PerfScope::Task(tid) | PerfScope::Inherit(tid) => [tid].into(),
+        };
+        self.tracers.perf.push(PerfSession { name: name.into(), scope, event, mode, buffers, tasks, hits: 0 });
         self.tracers.perf.len() - 1
     }
 
@@ -61,7 +70,55 @@ impl Kernel {
     /// The sampling event's NMI handler (called by [`Kernel::nmi`]): a
     /// sample in every perf session that sees it, then the BPF programs.
     pub(crate) fn tracers_on_nmi(&mut self, cpu: usize, mem: &dyn UserMemory) {
+        // The NMI's entry has already marked a user task as in the kernel:
+        // where it was interrupted is the NMI's to say.
+        let in_kernel = !self.cpus[cpu].nmi_from_user;
+        self.perf_samples(cpu, in_kernel, mem, |_, session| session.event == PerfEvent::Instructions);
+        // The BPF programs attached to the event run in its overflow handler.
+        self.bpf_on_nmi(cpu);
+    }
+
+    /// The uprobe's consumers in `handler_chain()` (`trace_uprobe.c`'s
+    /// `uprobe_perf_func()` → `perf_tp_event()`): a sample, with the user
+    /// registers at the probe, in every perf session probing `pc` whose
+    /// period has come (`perf_swevent_event()`: every `period`-th hit).
+    /// Returns whether any session sampled.
+    pub(crate) fn tracers_on_uprobe(&mut self, cpu: usize, tid: Tid, pc: u64, mem: &dyn UserMemory) -> bool {
+        let mut due = Vec::new();
+        for (s, session) in self.tracers.perf.iter_mut().enumerate() {
+            let PerfEvent::Uprobe { addr, period, .. } = session.event else { continue };
+            if addr == pc && session.sees(tid) {
+                session.hits += 1;
+                if session.hits.is_multiple_of(period.max(1)) {
+                    due.push(s);
+                }
+            }
+        }
+        if !due.is_empty() {
+            self.perf_samples(cpu, false, mem, |s, _| due.contains(&s));
+        }
+        !due.is_empty()
+    }
+
+    /// One sample (one sequence number) in every session (by index) that
+    /// `wants` it and sees the CPU's current task, taken `in_kernel` or at
+    /// the task's user registers.
+    fn perf_samples(
+        &mut self,
+        cpu: usize,
+        in_kernel: bool,
+        mem: &dyn UserMemory,
+        wants: impl Fn(usize, &PerfSession) -> bool,
+    ) {
         let Some(tid) = self.current(cpu) else { return };
+        // A task-bound session's counter does not count other tasks: no
+        // session sees this one, no sample.
+        let sessions: Vec<usize> = (0..self.tracers.perf.len())
+            .filter(|&s| wants(s, &self.tracers.perf[s]) && self.tracers.perf[s].sees(tid))
+            .collect();
+        if sessions.is_empty() {
+            return;
+        }
         let sample = self.tracers.samples;
         self.tracers.samples += 1;
         let t = self.task(tid);
@@ -69,23 +126,14 @@ impl Kernel {
         // (is_user_task(): an mm, not PF_KTHREAD) with user registers to
         // start from; otherwise the sample keeps its kernel callchain alone.
         let user = t.mm.is_some() && !t.kthread && t.regs.is_some();
-        // The NMI's entry has already marked a user task as in the kernel:
-        // where it was interrupted is the NMI's to say.
-        let in_kernel = !self.cpus[cpu].nmi_from_user;
         let kernel: &'static [u64] = if in_kernel { &KERNEL_IPS_IN_KERNEL } else { &[] };
         // The interrupted instruction: the kernel's, or the user PC.
         let ip = match &t.regs {
             Some(regs) if !in_kernel => regs.pc,
             _ => KERNEL_IPS_IN_KERNEL[0],
         };
-        for s in 0..self.tracers.perf.len() {
-            let session = &self.tracers.perf[s];
-            let samples_here =
-                session.alive && (session.scope == PerfScope::CpuWide || session.scope == PerfScope::Task(tid));
-            if !samples_here {
-                continue;
-            }
-            let user = match session.mode {
+        for s in sessions {
+            let user = match self.tracers.perf[s].mode {
                 _ if !user => UserChain::None,
                 UserStackMode::Deferred => match self.tracers.perf_work {
                     Some(work) => {
@@ -113,8 +161,6 @@ impl Kernel {
             let record = PerfRecord::Sample { time, cpu, tid: pid, tgid, ip, sample, kernel, user, written: 0 };
             self.write_perf(s, cpu, tid, record);
         }
-        // The BPF programs attached to the event run in its overflow handler.
-        self.bpf_on_nmi(cpu);
     }
 
     /// A tracer's `unwind_deferred_request()`: none once the tracer has
@@ -183,9 +229,7 @@ impl Kernel {
             let session = &self.tracers.perf[s];
             // Every defer_output event that is CPU-wide (this CPU) or
             // bound to the current task gets the record.
-            let receives = session.alive
-                && session.mode == UserStackMode::Deferred
-                && (session.scope == PerfScope::CpuWide || session.scope == PerfScope::Task(tid));
+            let receives = session.mode == UserStackMode::Deferred && session.sees(tid);
             if receives {
                 let time = self.time;
                 let (pid, tgid) = (self.task(tid).pid, self.task(tid).tgid);

@@ -63,6 +63,62 @@ pub fn stitch(buffers: &[Vec<PerfRecord>]) -> Vec<StitchedSample> {
     out
 }
 
+/// What perf's tool hands its `perf script` / `perf report` code for one
+/// record with `--no-merge-callchains` (`tool->merge_deferred_callchains`
+/// false): every sample at once, a deferred one with its cookie in place
+/// of its user stack, and every `PERF_RECORD_CALLCHAIN_DEFERRED` on its
+/// own (`tool->callchain_deferred()`), nothing joined
+/// (`evlist__deliver_deferred_callchain()`, `util/session.c`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Unmerged {
+    /// A sample as written (`user` empty and `cookie` set for a deferred one).
+    Sample(StitchedSample),
+    /// A deferred callchain record.
+    Callchain {
+        /// Time.
+        time: u64,
+        /// CPU whose buffer held it.
+        cpu: usize,
+        /// Thread.
+        tid: Tid,
+        /// Its cookie.
+        cookie: Cookie,
+        /// The user IPs.
+        ips: Vec<u64>,
+    },
+}
+
+/// Every record of `buffers` as `--no-merge-callchains` delivers it, in
+/// the order the tool reads them ([`read_order`]).
+pub fn unmerged(buffers: &[Vec<PerfRecord>]) -> Vec<Unmerged> {
+    read_order(buffers)
+        .into_iter()
+        .map(|(buffer_cpu, record)| match record {
+            PerfRecord::Sample { time, cpu, tid, sample, kernel, user, .. } => {
+                let (user, cookie) = match user {
+                    UserChain::Deferred { cookie } => (None, Some(*cookie)),
+                    UserChain::Ips(ips) | UserChain::Copied { ips, .. } => (Some(ips.clone()), None),
+                    UserChain::None => (None, None),
+                };
+                Unmerged::Sample(StitchedSample {
+                    sample: *sample,
+                    tid: *tid,
+                    cpu: *cpu,
+                    time: *time,
+                    kernel: kernel.to_vec(),
+                    user,
+                    cookie,
+                    deferred_cpu: None,
+                })
+            }
+            PerfRecord::Deferred { time, tid, cookie, ips, .. } => {
+                Unmerged::Callchain { time: *time, cpu: buffer_cpu, tid: *tid, cookie: *cookie, ips: ips.clone() }
+            }
+        })
+        .collect()
+}
+
 /// [`stitch()`] a record at a time, for a reader that takes the records
 /// as they are written (in [`read_order`]) and keeps only what is still
 /// waiting: the deferred samples whose task has had no deferred record

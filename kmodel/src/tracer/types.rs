@@ -40,8 +40,38 @@ pub enum PerfScope {
     /// `perf record -a`: CPU-wide events; records land in the buffer of the
     /// CPU where they are written.
     CpuWide,
-    /// Task-bound events; they are torn down by `perf_event_exit_task()`.
+    /// `perf record --no-inherit -t TID`: events bound to one task, torn
+    /// down by its `perf_event_exit_task()`.
     Task(Tid),
+    /// `perf record -t TID` (or of a command): events bound to the task
+    /// with `attr.inherit`, so that `perf_event_init_task()` gives every
+    /// task it (or an heir) creates afterwards, process or thread, events
+    /// of its own, whose output goes to the session's buffers
+    /// (`perf_output_begin()` writes a child event's records to its
+    /// parent's). Each task's events go at its own exit.
+    Inherit(Tid),
+}
+
+/// What makes a perf session sample.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PerfEvent {
+    /// A hardware counter's overflow NMI (the lab's: every `period`
+    /// instructions).
+    #[default]
+    Instructions,
+    /// A uprobe on a function's first instruction (`perf probe -x OBJ
+    /// FUNC`, then `perf record -e probe_OBJ:FUNC`): the sample is taken in
+    /// the breakpoint's trap, in task context, with the user registers at
+    /// the probe (`handle_swbp()` → `handler_chain()`).
+    Uprobe {
+        /// The function.
+        function: String,
+        /// Its address in the probed task's image.
+        addr: u64,
+        /// Sample every `period`-th hit (`attr.sample_period`; 1: each).
+        period: u64,
+    },
 }
 
 /// The user part of a sample's callchain.
@@ -186,12 +216,25 @@ pub struct PerfSession {
     pub name: std::sync::Arc<str>,
     /// Scope of its events.
     pub scope: PerfScope,
+    /// What makes it sample.
+    pub event: PerfEvent,
     /// How it gets user stacks.
     pub mode: UserStackMode,
     /// One ring buffer per CPU.
     pub buffers: Vec<Vec<PerfRecord>>,
-    /// Its task-bound events still exist.
-    pub alive: bool,
+    /// For a task-bound session, the tasks whose events still exist (the
+    /// task and, with [`PerfScope::Inherit`], its heirs, until each exits).
+    pub tasks: std::collections::BTreeSet<Tid>,
+    /// Hits of its uprobe by the tasks it sees (its event's count).
+    pub hits: u64,
+}
+
+impl PerfSession {
+    /// Whether its events see `tid`: a CPU-wide session every task, a
+    /// task-bound one the tasks that have its events.
+    pub fn sees(&self, tid: Tid) -> bool {
+        self.scope == PerfScope::CpuWide || self.tasks.contains(&tid)
+    }
 }
 
 /// An ftrace-like instance with `userstacktrace_delay`: a cookie event when
@@ -286,8 +329,17 @@ impl Tracers {
     /// `perf_event_exit_task()`: the task's own events go away.
     pub fn perf_exit_task(&mut self, tid: Tid) {
         for s in &mut self.perf {
-            if s.scope == PerfScope::Task(tid) {
-                s.alive = false;
+            s.tasks.remove(&tid);
+        }
+    }
+
+    /// `perf_event_init_task()` in `copy_process()`: `child`, created by
+    /// `parent`, gets events of its own in every inheriting session whose
+    /// events `parent` has.
+    pub fn perf_init_task(&mut self, parent: Tid, child: Tid) {
+        for s in &mut self.perf {
+            if matches!(s.scope, PerfScope::Inherit(_)) && s.tasks.contains(&parent) {
+                s.tasks.insert(child);
             }
         }
     }

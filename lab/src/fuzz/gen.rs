@@ -176,6 +176,18 @@ impl Gen<'_, '_> {
                 }
                 if self.one_in(4)? {
                     t.insert("task".into(), json!(self.reference(guests)?));
+                    if self.one_in(3)? {
+                        t.insert("inherit".into(), json!(false));
+                    }
+                } else if self.bad(8)? {
+                    // Inheritance is a task-bound session's: refused.
+                    t.insert("inherit".into(), json!(false));
+                }
+                // A uprobe on a function every lab guest has, or (wild) on
+                // one no guest has or no name: refused, naming the tracer.
+                if self.one_in(6)? {
+                    let function = if self.bad(8)? { *self.choose(&["no_such_function", ""])? } else { "main" };
+                    t.insert("event".into(), json!({ "uprobe": function }));
                 }
             }
             2..=3 => {

@@ -147,6 +147,9 @@ fn attr_of(a: &PerfEventAttr, flags: u64) -> Attr {
             };
             (0, id | (u64::from(pmu.0) << 32))
         }
+        // A uprobe tracer's event: the uprobe PMU's type, config 0 (an
+        // entry probe) and no path or offset (`config1`, `config2`).
+        PerfEventType::DynamicPmu(kind, config, 0, 0) if kind == perfdata::TYPE_UPROBE_PMU => (kind, config),
         other => panic!("unexpected event type {other:?}"),
     };
     let sample_period = match a.sampling_policy {

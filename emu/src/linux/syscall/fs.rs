@@ -149,6 +149,7 @@ fn maps(emu: &Emulator) -> Vec<u8> {
             AreaKind::Heap => (0, 0, 0, "[heap]".into()),
             AreaKind::Stack => (0, 0, 0, "[stack]".into()),
             AreaKind::Vdso => (0, 0, 0, "[vdso]".into()),
+            AreaKind::Uprobes => (0, 0, 0, "[uprobes]".into()),
             AreaKind::Bss | AreaKind::Anonymous => (0, 0, 0, String::new()),
         };
         // The kernel's `show_map_vma` layout, device as major:minor.
