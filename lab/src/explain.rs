@@ -287,7 +287,7 @@ fn explain_in(report: &Report, s: &SampleResult, words: bool) -> Option<Explanat
         (Verdict::Wrong { .. }, None, None) => {
             let sframe_first = !in_nmi_fp && report.scenario.kernel.unwinders().first() == Some(&Method::Sframe);
             let at_entry =
-                !sframe_first && frame == 0 && methods.first() == Some(&Method::Fp) && names.name(pc).ends_with("+0x0");
+                !sframe_first && frame == 0 && methods.first() == Some(&Method::Fp) && names.is_function_start(pc);
             let callers = say(words, || {
                 format!(
                     "it gave {} where the truth is {}",

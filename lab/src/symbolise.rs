@@ -324,6 +324,11 @@ impl<'a> Names<'a> {
         self.locate_known(pc).1
     }
 
+    /// Whether `pc` is the first instruction of a function a symbol names.
+    pub fn is_function_start(&self, pc: u64) -> bool {
+        self.object(pc).is_some_and(|o| o.symbols.lookup(pc.wrapping_sub(o.bias)).is_some_and(|(_, off)| off == 0))
+    }
+
     /// [`Names::locate`] and [`Names::known_function`] of `pc` at once,
     /// its object found once (explanations ask both of every PC).
     pub fn locate_known(&self, pc: u64) -> (Option<Located<'a>>, Option<String>) {
