@@ -25,6 +25,29 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+/// One test per architecture of `check(arch)`, `module::x86_64` and so on,
+/// so that each runs in parallel with the others and fails on its own.
+macro_rules! per_arch {
+    ($module:ident: $check:ident) => {
+        mod $module {
+            #[test]
+            fn x86_64() {
+                super::$check(super::Arch::X86_64);
+            }
+
+            #[test]
+            fn aarch64() {
+                super::$check(super::Arch::Aarch64);
+            }
+
+            #[test]
+            fn s390x() {
+                super::$check(super::Arch::S390x);
+            }
+        }
+    };
+}
+
 /// A committed guest binary.
 fn guest(arch: Arch, name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../guests/bin").join(arch.name()).join(name)
@@ -188,20 +211,7 @@ fn hits_are_the_executions(arch: Arch) {
     assert_eq!(ending(&ignored, exit), plain, "{arch}: a run without probes");
 }
 
-#[test]
-fn hits_are_the_executions_x86_64() {
-    hits_are_the_executions(Arch::X86_64);
-}
-
-#[test]
-fn hits_are_the_executions_aarch64() {
-    hits_are_the_executions(Arch::Aarch64);
-}
-
-#[test]
-fn hits_are_the_executions_s390x() {
-    hits_are_the_executions(Arch::S390x);
-}
+per_arch!(hits_are_the_executions_on: hits_are_the_executions);
 
 /// Runs `emu` with `limit` and probes, expecting `stop` at instruction
 /// count `icount` with the PC at `pc`.
@@ -280,26 +290,14 @@ fn probes_inside_a_block(arch: Arch, tracking: Tracking) {
     }
 }
 
-#[test]
-fn probes_inside_a_block_x86_64() {
-    probes_inside_a_block(Arch::X86_64, Tracking::Blocks);
-    probes_inside_a_block(Arch::X86_64, Tracking::Instructions);
-    probes_inside_a_block(Arch::X86_64, Tracking::Count);
+/// [`probes_inside_a_block`] under each tracking that supports probes.
+fn probes_inside_a_block_tracked(arch: Arch) {
+    for tracking in [Tracking::Blocks, Tracking::Instructions, Tracking::Count] {
+        probes_inside_a_block(arch, tracking);
+    }
 }
 
-#[test]
-fn probes_inside_a_block_aarch64() {
-    probes_inside_a_block(Arch::Aarch64, Tracking::Blocks);
-    probes_inside_a_block(Arch::Aarch64, Tracking::Instructions);
-    probes_inside_a_block(Arch::Aarch64, Tracking::Count);
-}
-
-#[test]
-fn probes_inside_a_block_s390x() {
-    probes_inside_a_block(Arch::S390x, Tracking::Blocks);
-    probes_inside_a_block(Arch::S390x, Tracking::Instructions);
-    probes_inside_a_block(Arch::S390x, Tracking::Count);
-}
+per_arch!(probes_inside_a_block_on: probes_inside_a_block_tracked);
 
 /// A signal sent while a thread is stopped at a probe in `deep` (in `lab
 /// signal`, whose SIGUSR1 handler calls `recurse(5)`): the handler runs
@@ -380,20 +378,7 @@ fn probes_in_threads(arch: Arch) {
     assert!(!by_thread.keys().any(|&(_, tid)| tid == emu::FIRST_PID), "{arch}: {by_thread:?}");
 }
 
-#[test]
-fn probes_stop_in_every_thread_x86_64() {
-    probes_in_threads(Arch::X86_64);
-}
-
-#[test]
-fn probes_stop_in_every_thread_aarch64() {
-    probes_in_threads(Arch::Aarch64);
-}
-
-#[test]
-fn probes_stop_in_every_thread_s390x() {
-    probes_in_threads(Arch::S390x);
-}
+per_arch!(probes_stop_in_every_thread_on: probes_in_threads);
 
 /// Without instruction tracking there is no block hook to stop at probes:
 /// a run that asks for them is refused (one that does not runs).

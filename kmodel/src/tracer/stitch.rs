@@ -89,32 +89,44 @@ pub enum Unmerged {
     },
 }
 
+/// Sample `record` as the tool reads it, before any deferred record: a
+/// deferred one with its cookie and no user stack, any other with the IPs
+/// it carries (`None` for a deferred callchain record).
+fn as_read(record: &PerfRecord) -> Option<StitchedSample> {
+    let PerfRecord::Sample { time, cpu, tid, sample, kernel, user, .. } = record else { return None };
+    let (user, cookie) = match user {
+        UserChain::Deferred { cookie } => (None, Some(*cookie)),
+        UserChain::Ips(ips) | UserChain::Copied { ips, .. } => (Some(ips.clone()), None),
+        UserChain::None => (None, None),
+    };
+    Some(StitchedSample {
+        sample: *sample,
+        tid: *tid,
+        cpu: *cpu,
+        time: *time,
+        kernel: kernel.to_vec(),
+        user,
+        cookie,
+        deferred_cpu: None,
+    })
+}
+
 /// Every record of `buffers` as `--no-merge-callchains` delivers it, in
 /// the order the tool reads them ([`read_order`]).
 pub fn unmerged(buffers: &[Vec<PerfRecord>]) -> Vec<Unmerged> {
     read_order(buffers)
         .into_iter()
-        .map(|(buffer_cpu, record)| match record {
-            PerfRecord::Sample { time, cpu, tid, sample, kernel, user, .. } => {
-                let (user, cookie) = match user {
-                    UserChain::Deferred { cookie } => (None, Some(*cookie)),
-                    UserChain::Ips(ips) | UserChain::Copied { ips, .. } => (Some(ips.clone()), None),
-                    UserChain::None => (None, None),
-                };
-                Unmerged::Sample(StitchedSample {
-                    sample: *sample,
-                    tid: *tid,
-                    cpu: *cpu,
+        .filter_map(|(buffer_cpu, record)| {
+            as_read(record).map(Unmerged::Sample).or_else(|| match record {
+                PerfRecord::Deferred { time, tid, cookie, ips, .. } => Some(Unmerged::Callchain {
                     time: *time,
-                    kernel: kernel.to_vec(),
-                    user,
-                    cookie,
-                    deferred_cpu: None,
-                })
-            }
-            PerfRecord::Deferred { time, tid, cookie, ips, .. } => {
-                Unmerged::Callchain { time: *time, cpu: buffer_cpu, tid: *tid, cookie: *cookie, ips: ips.clone() }
-            }
+                    cpu: buffer_cpu,
+                    tid: *tid,
+                    cookie: *cookie,
+                    ips: ips.clone(),
+                }),
+                PerfRecord::Sample { .. } => None,
+            })
         })
         .collect()
 }
@@ -135,29 +147,11 @@ impl Stitcher {
     /// the queued samples of its task if it is one.
     pub fn feed(&mut self, buffer_cpu: usize, record: &PerfRecord, out: &mut Vec<StitchedSample>) {
         match record {
-            PerfRecord::Sample { time, cpu, tid, sample, kernel, user, .. } => {
-                let mut s = StitchedSample {
-                    sample: *sample,
-                    tid: *tid,
-                    cpu: *cpu,
-                    time: *time,
-                    kernel: kernel.to_vec(),
-                    user: None,
-                    cookie: None,
-                    deferred_cpu: None,
-                };
-                match user {
-                    UserChain::Deferred { cookie } => {
-                        s.cookie = Some(*cookie);
-                        self.queue.push(s);
-                    }
-                    UserChain::Ips(ips) | UserChain::Copied { ips, .. } => {
-                        s.user = Some(ips.clone());
-                        out.push(s);
-                    }
-                    UserChain::None => out.push(s),
-                }
-            }
+            PerfRecord::Sample { .. } => match as_read(record) {
+                Some(s) if s.cookie.is_some() => self.queue.push(s),
+                Some(s) => out.push(s),
+                None => {}
+            },
             PerfRecord::Deferred { tid, cookie, ips, .. } => {
                 let mut kept = Vec::new();
                 for mut s in self.queue.drain(..) {
