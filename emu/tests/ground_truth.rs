@@ -147,7 +147,7 @@ fn longjmp_and_indirect_tail_calls() {
     for arch in Arch::ALL {
         let Some(exe) = common::build("flow", arch, &[]) else { continue };
         let [main, dive, after_longjmp, tail_target] =
-            ["main", "dive", "after_longjmp", "tail_target"].map(|name| function(&exe, name));
+            ["main", "dive", "after_longjmp", "tail_target"].map(|name| common::function(&exe, name));
         let mut emu = load(&exe, &[], Tracking::Instructions);
         let (mut in_dive, mut after, mut tail) = (0, None, None);
         nmi_points(&mut emu, 1, |emu, point| {
@@ -172,18 +172,6 @@ fn longjmp_and_indirect_tail_calls() {
     }
 }
 
-/// A function's address range, from the guest's symbol table.
-fn function(exe: &Path, name: &str) -> std::ops::Range<u64> {
-    let bytes = std::fs::read(exe).expect("read the guest");
-    let elf = goblin::elf::Elf::parse(&bytes).expect("parse the guest");
-    let sym = elf
-        .syms
-        .iter()
-        .find(|sym| sym.is_function() && elf.strtab.get_at(sym.st_name) == Some(name))
-        .unwrap_or_else(|| panic!("{}: no function {name}", exe.display()));
-    sym.st_value..sym.st_value + sym.st_size
-}
-
 fn count_in(addrs: &[u64], range: &std::ops::Range<u64>) -> usize {
     addrs.iter().filter(|a| range.contains(a)).count()
 }
@@ -194,8 +182,8 @@ fn count_in(addrs: &[u64], range: &std::ops::Range<u64>) -> usize {
 fn recursion_is_deep_and_returns_into_recurse_then_main() {
     for arch in Arch::ALL {
         for exe in guests(arch) {
-            let recurse = function(&exe, "recurse");
-            let main = function(&exe, "main");
+            let recurse = common::function(&exe, "recurse");
+            let main = common::function(&exe, "main");
             let mut emu = load(&exe, &["recurse"], Tracking::Blocks);
             let mut deepest: Vec<u64> = Vec::new();
             nmi_points(&mut emu, 7, |_, point| {
@@ -223,10 +211,10 @@ fn signal_handlers_sit_on_the_interrupted_stack() {
     for arch in Arch::ALL {
         for exe in guests(arch) {
             let (recurse, handler, deep, main) = (
-                function(&exe, "recurse"),
-                function(&exe, "handler_return"),
-                function(&exe, "deep"),
-                function(&exe, "main"),
+                common::function(&exe, "recurse"),
+                common::function(&exe, "handler_return"),
+                common::function(&exe, "deep"),
+                common::function(&exe, "main"),
             );
             let mut emu = load(&exe, &["signal"], Tracking::Blocks);
             let mut seen = None;

@@ -20,9 +20,10 @@
 //! * a run without [`RunLimit::and_probes`] ignores the probes, and a run
 //!   with them needs instruction tracking.
 
+mod common;
+
 use emu::{Arch, Config, Emulator, Exit, NmiPoint, RunLimit, Stdin, Stop, Tracking};
 use std::collections::{BTreeMap, BTreeSet};
-use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 /// One test per architecture of `check(arch)`, `module::x86_64` and so on,
@@ -58,18 +59,6 @@ fn load(exe: &Path, args: &[&str], tracking: Tracking) -> Emulator {
     argv.extend(args.iter().map(|a| a.as_bytes().to_vec()));
     let config = Config { args: argv, stdin: Stdin::Bytes(Vec::new()), tracking, ..Config::default() };
     Emulator::load(exe, config).expect("load the guest")
-}
-
-/// A function's address range, from the guest's symbol table.
-fn function(exe: &Path, name: &str) -> Range<u64> {
-    let bytes = std::fs::read(exe).expect("read the guest");
-    let elf = goblin::elf::Elf::parse(&bytes).expect("parse the guest");
-    let sym = elf
-        .syms
-        .iter()
-        .find(|sym| sym.is_function() && elf.strtab.get_at(sym.st_name) == Some(name))
-        .unwrap_or_else(|| panic!("{}: no function {name}", exe.display()));
-    sym.st_value..sym.st_value + sym.st_size
 }
 
 /// How a run ended: status, output and instruction count.
@@ -152,7 +141,8 @@ fn return_address(emu: &mut Emulator) -> u64 {
 fn hits_are_the_executions(arch: Arch) {
     let exe = guest(arch, "lab-o2");
     let args = ["recurse", "20"];
-    let (recurse, leaf, main) = (function(&exe, "recurse"), function(&exe, "leaf"), function(&exe, "main"));
+    let (recurse, leaf, main) =
+        (common::function(&exe, "recurse"), common::function(&exe, "leaf"), common::function(&exe, "main"));
     let probes = BTreeSet::from([recurse.start, leaf.start]);
     let plain = plain_run(&exe, &args);
 
@@ -230,7 +220,7 @@ fn expect(emu: &mut Emulator, limit: u64, stop: Stop, icount: u64, pc: u64) {
 fn probes_inside_a_block(arch: Arch, tracking: Tracking) {
     let exe = guest(arch, "lab-o2");
     let args = ["recurse", "3"];
-    let recurse = function(&exe, "recurse").start;
+    let recurse = common::function(&exe, "recurse").start;
     // The count at recurse's first entry, and its first instructions.
     let mut emu = load(&exe, &args, tracking);
     emu.set_probes([recurse]);
@@ -307,7 +297,7 @@ per_arch!(probes_inside_a_block_on: probes_inside_a_block_tracked);
 fn a_signal_handler_runs_before_the_probed_instruction() {
     for arch in Arch::ALL {
         let exe = guest(arch, "lab-o2");
-        let (deep, recurse) = (function(&exe, "deep").start, function(&exe, "recurse").start);
+        let (deep, recurse) = (common::function(&exe, "deep").start, common::function(&exe, "recurse").start);
         let mut emu = load(&exe, &["signal"], Tracking::Blocks);
         emu.set_probes([deep, recurse]);
         // Into the chain of 41 calls of deep.
@@ -339,7 +329,7 @@ fn a_signal_handler_runs_before_the_probed_instruction() {
 fn probes_in_threads(arch: Arch) {
     let exe = guest(arch, "threads-v3");
     let args = ["workers", "4"];
-    let (deep, item_bottom) = (function(&exe, "deep").start, function(&exe, "item_bottom").start);
+    let (deep, item_bottom) = (common::function(&exe, "deep").start, common::function(&exe, "item_bottom").start);
     let load_quick = || {
         let mut argv = vec![exe.to_string_lossy().into_owned().into_bytes()];
         argv.extend(args.iter().map(|a| a.as_bytes().to_vec()));
@@ -387,7 +377,7 @@ fn untracked_runs_refuse_probes() {
     for arch in Arch::ALL {
         let exe = guest(arch, "lab-o2");
         let mut emu = load(&exe, &["recurse", "3"], Tracking::Off);
-        emu.set_probes([function(&exe, "recurse").start]);
+        emu.set_probes([common::function(&exe, "recurse").start]);
         let err = emu.run(RunLimit::to_exit().and_probes()).expect_err("refused").to_string();
         assert!(err.contains("probes need instruction tracking"), "{arch}: {err}");
         assert!(matches!(emu.run_to_exit(), Ok(Exit::Code(0))), "{arch}");

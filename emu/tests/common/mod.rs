@@ -152,3 +152,15 @@ pub fn run_emu(exe: &Path, args: &[&str], stdin: &[u8]) -> (Outcome, Emulator) {
     }
     (Outcome { stdout: emu.stdout().to_vec(), status }, emu)
 }
+
+/// A function's address range, from the guest's symbol table.
+pub fn function(exe: &Path, name: &str) -> std::ops::Range<u64> {
+    let bytes = std::fs::read(exe).expect("read the guest");
+    let elf = goblin::elf::Elf::parse(&bytes).expect("parse the guest");
+    let sym = elf
+        .syms
+        .iter()
+        .find(|sym| sym.is_function() && elf.strtab.get_at(sym.st_name) == Some(name))
+        .unwrap_or_else(|| panic!("{}: no function {name}", exe.display()));
+    sym.st_value..sym.st_value + sym.st_size
+}
